@@ -1,0 +1,182 @@
+//! Finding and loading ONNX Runtime (`libonnxruntime.so`, loaded dynamically) and opening sessions.
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use ort::environment::Environment;
+use ort::session::Session;
+use ort::value::ValueType;
+use thiserror::Error;
+
+/// The shared-library file name ONNX Runtime ships under on this platform.
+#[cfg(target_os = "macos")]
+const LIBRARY_NAME: &str = "libonnxruntime.dylib";
+#[cfg(target_os = "windows")]
+const LIBRARY_NAME: &str = "onnxruntime.dll";
+#[cfg(not(any(target_os = "macos", target_os = "windows")))]
+const LIBRARY_NAME: &str = "libonnxruntime.so";
+
+/// Errors finding ONNX Runtime or opening a model with it.
+#[derive(Debug, Error)]
+pub enum RuntimeError {
+    /// No ONNX Runtime library was found in any of the places searched.
+    #[error(
+        "ONNX Runtime not found (looked at: {searched}); run `make setup` (or tools/setup.sh), \
+         or set ORT_DYLIB_PATH to a libonnxruntime.so 1.31, e.g. from `pip install onnxruntime==1.31.1` \
+         (onnxruntime/capi/)"
+    )]
+    NotFound {
+        /// The places searched, in order.
+        searched: String,
+    },
+    /// The library was found but could not be loaded or initialised.
+    #[error("{path}: loading ONNX Runtime failed: {reason}")]
+    Load {
+        /// The library path.
+        path: PathBuf,
+        /// What ort reported.
+        reason: String,
+    },
+    /// A model could not be opened.
+    #[error("{path}: opening ONNX model failed: {reason}")]
+    Model {
+        /// The model path.
+        path: PathBuf,
+        /// What ONNX Runtime reported.
+        reason: String,
+    },
+}
+
+/// Where ONNX Runtime is looked for, in order: `ORT_DYLIB_PATH`; `.ort/` in the repository this
+/// binary was built from; `.ort/` beside the executable or in any folder above it.
+pub fn find_onnxruntime() -> Result<PathBuf, RuntimeError> {
+    let mut searched = Vec::new();
+    if let Some(p) = std::env::var_os("ORT_DYLIB_PATH") {
+        let p = PathBuf::from(p);
+        if p.is_file() {
+            return Ok(p);
+        }
+        searched.push(format!("ORT_DYLIB_PATH={} (not a file)", p.display()));
+    }
+    let mut candidates = vec![Path::new(env!("CARGO_MANIFEST_DIR")).join(".ort")];
+    if let Ok(exe) = std::env::current_exe() {
+        candidates.extend(exe.ancestors().skip(1).map(|dir| dir.join(".ort")));
+    }
+    for dir in candidates {
+        let lib = dir.join(LIBRARY_NAME);
+        if lib.is_file() {
+            return Ok(lib);
+        }
+        let shown = lib.display().to_string();
+        if !searched.contains(&shown) {
+            searched.push(shown);
+        }
+    }
+    Err(RuntimeError::NotFound {
+        searched: searched.join(", "),
+    })
+}
+
+/// The process-wide ONNX Runtime environment, loaded on first use from [`find_onnxruntime`].
+pub fn onnx_environment() -> Result<&'static Environment, RuntimeError> {
+    static ENV: OnceLock<Result<Environment, String>> = OnceLock::new();
+    static PATH: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    let path = PATH.get_or_init(|| find_onnxruntime().map_err(|e| e.to_string()));
+    let path = match path {
+        Ok(p) => p,
+        Err(searched) => {
+            return Err(RuntimeError::NotFound {
+                searched: searched.clone(),
+            });
+        }
+    };
+    ENV.get_or_init(|| {
+        ort::init_from(path)
+            .map_err(|e| e.to_string())?
+            .with_name("boxlayer")
+            .build()
+            .map_err(|e| e.to_string())
+    })
+    .as_ref()
+    .map_err(|reason| RuntimeError::Load {
+        path: path.clone(),
+        reason: reason.clone(),
+    })
+}
+
+/// Opens an ONNX model on the CPU with `threads` intra-op threads (0 = ONNX Runtime's default).
+pub fn open_session(model: &Path, threads: usize) -> Result<Session, RuntimeError> {
+    let env = onnx_environment()?;
+    let fail = |e: &dyn std::fmt::Display| RuntimeError::Model {
+        path: model.to_path_buf(),
+        reason: e.to_string(),
+    };
+    let mut builder = Session::builder(env).map_err(|e| fail(&e))?;
+    if threads > 0 {
+        builder = builder.with_intra_threads(threads).map_err(|e| fail(&e))?;
+    }
+    builder.commit_from_file(model).map_err(|e| fail(&e))
+}
+
+/// One input or output of a model: name, element type and shape (−1 for a dynamic axis).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TensorInfo {
+    /// Tensor name.
+    pub name: String,
+    /// Element type and shape, as ONNX Runtime prints it (e.g. `Tensor<f32>(5268, 20, 10)`).
+    pub element_type: String,
+    /// Dimensions; −1 where the axis is dynamic; empty for non-tensors.
+    pub shape: Vec<i64>,
+}
+
+/// What a model takes and gives.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OnnxModelInfo {
+    /// Inputs in graph order.
+    pub inputs: Vec<TensorInfo>,
+    /// Outputs in graph order.
+    pub outputs: Vec<TensorInfo>,
+    /// Producer name from the model metadata (`pytorch`, …), if any.
+    pub producer: Option<String>,
+}
+
+fn tensor_info(name: &str, ty: &ValueType) -> TensorInfo {
+    let shape = match ty {
+        ValueType::Tensor { shape, .. } => shape.iter().copied().collect(),
+        _ => Vec::new(),
+    };
+    let element_type = match ty {
+        ValueType::Tensor { ty, .. } => format!("{ty}"),
+        other => format!("{other}"),
+    };
+    TensorInfo {
+        name: name.to_string(),
+        element_type,
+        shape,
+    }
+}
+
+/// Opens a model and lists its inputs, outputs and producer.
+pub fn describe_model(model: &Path) -> Result<OnnxModelInfo, RuntimeError> {
+    let session = open_session(model, 1)?;
+    let inputs = session
+        .inputs()
+        .iter()
+        .map(|o| tensor_info(o.name(), o.dtype()))
+        .collect();
+    let outputs = session
+        .outputs()
+        .iter()
+        .map(|o| tensor_info(o.name(), o.dtype()))
+        .collect();
+    let producer = session
+        .metadata()
+        .ok()
+        .and_then(|m| m.producer())
+        .filter(|p| !p.is_empty());
+    Ok(OnnxModelInfo {
+        inputs,
+        outputs,
+        producer,
+    })
+}

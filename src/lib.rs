@@ -1,0 +1,17 @@
+//! boxlayer turns raw outdoor LiDAR + RGB logs (Waymo vehicle sweeps, M3ED drone and quadruped
+//! sweeps) into the 3D box layer of a grounding dataset: detections from several ONNX detectors,
+//! fused, tracked, class-checked against the RGB image, gravity-aligned and written as Parquet.
+//!
+//! Each stage is a module of plain functions over plain data; see `DESIGN.md` in the
+//! repository's shared documents for the conventions (frames, box format, classes).
+#![warn(missing_docs)]
+
+pub mod cloud;
+pub mod detect;
+pub mod frame;
+pub mod geometry;
+pub mod inspect;
+
+pub use cloud::PointCloud;
+pub use frame::{CameraCalibration, CameraView, Frame, ObjectClass, Platform};
+pub use geometry::Box3;
