@@ -11,6 +11,7 @@ pub mod detect;
 pub mod frame;
 pub mod geometry;
 pub mod inspect;
+pub mod pipeline;
 pub mod sources;
 
 pub use cloud::PointCloud;
