@@ -49,8 +49,14 @@ pub fn giou_bev(a: &Box3, b: &Box3) -> f64 {
 /// The 3D GIoU: for two yaw-only boxes (|pitch|, |roll| ≤ `EPS`) C is the convex hull of the
 /// footprints × the union z span; otherwise `giou_3d_9dof`. In [−1, 1] and ≤ `iou_3d`.
 pub fn giou_3d(a: &Box3, b: &Box3) -> f64 {
-    if !(a.is_yaw_only(EPS) && b.is_yaw_only(EPS)) {
-        return giou_3d_9dof(a, b);
+    giou_3d_eps(a, b, EPS)
+}
+
+/// `giou_3d` with an explicit tolerance `eps`: the angle (rad) under which pitch and roll count
+/// as zero, and the distance (m) of `giou_3d_9dof_eps`.
+pub fn giou_3d_eps(a: &Box3, b: &Box3, eps: f64) -> f64 {
+    if !(a.is_yaw_only(eps) && b.is_yaw_only(eps)) {
+        return giou_3d_9dof_eps(a, b, eps);
     }
     let (fa, fb) = (Footprint::of(a), Footprint::of(b));
     let (a_lo, a_hi) = (a.z - 0.5 * a.h, a.z + 0.5 * a.h);

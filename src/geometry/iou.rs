@@ -104,10 +104,16 @@ pub fn iou_3d_9dof_eps(a: &Box3, b: &Box3, eps: f64) -> f64 {
 /// The exact 3D IoU of two boxes: the yaw-only formula when both have |pitch|, |roll| ≤ `EPS`,
 /// otherwise `iou_3d_9dof`. Zero-size or non-finite boxes give 0.
 pub fn iou_3d(a: &Box3, b: &Box3) -> f64 {
-    if a.is_yaw_only(EPS) && b.is_yaw_only(EPS) {
+    iou_3d_eps(a, b, EPS)
+}
+
+/// `iou_3d` with an explicit tolerance `eps`: the angle (rad) under which pitch and roll count
+/// as zero, and the coplanarity distance (m) of `iou_3d_9dof_eps`.
+pub fn iou_3d_eps(a: &Box3, b: &Box3, eps: f64) -> f64 {
+    if a.is_yaw_only(eps) && b.is_yaw_only(eps) {
         iou_3d_yaw_only(a, b)
     } else {
-        iou_3d_9dof(a, b)
+        iou_3d_9dof_eps(a, b, eps)
     }
 }
 
@@ -318,7 +324,51 @@ mod tests {
         assert_abs_diff_eq!(iou_3d_9dof(&a, &b), 1.0 / 3.0, epsilon = 1e-12);
     }
 
+    /// `b` moved by `fraction` of its extent along its own local axis `axis` (0 = x, 1 = y, 2 = z).
+    fn slid_along_own_axis(b: &Box3, axis: usize, fraction: f64) -> Box3 {
+        let mut local = Vector3::zeros();
+        local[axis] = fraction * b.size()[axis];
+        let shift = b.rotation() * local;
+        Box3 {
+            x: b.x + shift.x,
+            y: b.y + shift.y,
+            z: b.z + shift.z,
+            ..*b
+        }
+    }
+
     proptest! {
+        /// A copy slid by a fraction f of its extent along its own axis shares four faces' planes
+        /// with the original (the coplanar case) and overlaps by 1 − f: IoU = (1 − f) / (1 + f).
+        #[test]
+        fn copy_slid_along_its_own_axis(b in box_9dof(), axis in 0usize..3, fraction in 0.0..1.0) {
+            let moved = slid_along_own_axis(&b, axis, fraction);
+            let expected = (1.0 - fraction) / (1.0 + fraction);
+            let got = iou_3d_9dof(&b, &moved);
+            prop_assert!((got - expected).abs() < 1e-9, "{got} vs {expected}");
+            // Touching exactly face to face.
+            let touching = iou_3d_9dof(&b, &slid_along_own_axis(&b, axis, 1.0));
+            prop_assert!(touching.abs() < 1e-9, "{touching}");
+            let yaw_only = Box3 { pitch: 0.0, roll: 0.0, ..b };
+            if axis < 2 {
+                let bev = iou_bev(&yaw_only, &slid_along_own_axis(&yaw_only, axis, fraction));
+                prop_assert!((bev - expected).abs() < 1e-9, "{bev} vs {expected}");
+            }
+        }
+
+        /// Tilts far below and far above the coplanarity tolerance change the IoU continuously.
+        #[test]
+        fn nearly_yaw_only_pairs_are_continuous(a in box_7dof(), b in box_7dof(), exponent in -13.0f64..-7.0, sign in prop::bool::ANY) {
+            let tilt = if sign { 10f64.powf(exponent) } else { -(10f64.powf(exponent)) };
+            let a_tilted = Box3 { pitch: tilt, ..a };
+            let b_tilted = Box3 { roll: -tilt, ..b };
+            let flat = iou_3d_yaw_only(&a, &b);
+            let tilted = iou_3d_9dof(&a_tilted, &b_tilted);
+            prop_assert!((flat - tilted).abs() < 1e-5, "{flat} vs {tilted} at tilt {tilt}");
+            let self_iou = iou_3d_9dof(&a, &a_tilted);
+            prop_assert!((self_iou - 1.0).abs() < 1e-5, "{self_iou} at tilt {tilt}");
+        }
+
         #[test]
         fn bev_iou_properties(a in box_7dof(), b in box_7dof(), angle in -PI..PI, dx in -50.0..50.0, dy in -50.0..50.0) {
             let ab = iou_bev(&a, &b);
