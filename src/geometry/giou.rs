@@ -30,10 +30,11 @@ fn giou(intersection: f64, union: f64, enclosing: f64) -> f64 {
 /// The area of the convex hull of both footprints, relative to `fa`'s centre.
 fn enclosing_area(fa: &Footprint, fb: &Footprint) -> f64 {
     let d = fb.center - fa.center;
+    let (oa, ob) = (fa.corner_offsets(), fb.corner_offsets());
     let mut points = [Point2::origin(); 8];
     for k in 0..4 {
-        points[k] = Point2::from(fa.offsets[k]);
-        points[k + 4] = Point2::from(d + fb.offsets[k]);
+        points[k] = Point2::from(oa[k]);
+        points[k + 4] = Point2::from(d + ob[k]);
     }
     convex_hull(&points).area()
 }

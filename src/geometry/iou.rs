@@ -4,16 +4,19 @@
 
 use nalgebra::{Point2, Vector2};
 
-use super::convex_polygon::intersection_area;
+use super::convex_polygon::intersection_area_with_centered_rect;
 use super::polyhedron::box_intersection_volume;
 use super::{Box3, EPS};
 
-/// A box's footprint, prepared once for many BEV queries (NMS, benches): the centre, the corner
-/// offsets from it (counter-clockwise), the area and the circumscribed circle's radius.
+/// A box's footprint, prepared once for many BEV queries (NMS, benches): the centre, the yaw's
+/// cosine and sine, the half length and width, the area and the circumscribed circle's radius.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Footprint {
     pub(crate) center: Point2<f64>,
-    pub(crate) offsets: [Vector2<f64>; 4],
+    cos: f64,
+    sin: f64,
+    half_l: f64,
+    half_w: f64,
     pub(crate) area: f64,
     radius: f64,
 }
@@ -22,33 +25,54 @@ impl Footprint {
     /// The footprint of `b` (x, y, l, w, yaw). A box with a zero, negative or NaN length or width
     /// has area 0 and intersects nothing.
     pub(crate) fn of(b: &Box3) -> Self {
-        let (s, c) = b.yaw.sin_cos();
-        let (hl, hw) = (0.5 * b.l, 0.5 * b.w);
+        let (sin, cos) = b.yaw.sin_cos();
+        let (half_l, half_w) = (0.5 * b.l, 0.5 * b.w);
         let valid = b.l > 0.0 && b.w > 0.0;
         Self {
             center: Point2::new(b.x, b.y),
-            offsets: [(hl, hw), (-hl, hw), (-hl, -hw), (hl, -hw)]
-                .map(|(lx, ly)| Vector2::new(c * lx - s * ly, s * lx + c * ly)),
+            cos,
+            sin,
+            half_l,
+            half_w,
             area: if valid { b.l * b.w } else { 0.0 },
-            radius: if valid { hl.hypot(hw) } else { f64::NEG_INFINITY },
+            radius: if valid { (half_l * half_l + half_w * half_w).sqrt() } else { f64::NEG_INFINITY },
         }
     }
 
-    /// The area common to both footprints, computed in coordinates relative to `self`'s centre.
+    /// The corners' offsets from the centre, counter-clockwise from local (+l/2, +w/2).
+    pub(crate) fn corner_offsets(&self) -> [Vector2<f64>; 4] {
+        let (c, s) = (self.cos, self.sin);
+        [(1.0, 1.0), (-1.0, 1.0), (-1.0, -1.0), (1.0, -1.0)].map(|(sx, sy)| {
+            let (lx, ly) = (sx * self.half_l, sy * self.half_w);
+            Vector2::new(c * lx - s * ly, s * lx + c * ly)
+        })
+    }
+
+    /// The area common to both footprints.
+    ///
+    /// Computed in `other`'s box frame, where `other` is the centred axis-aligned rectangle
+    /// |x| ≤ l/2, |y| ≤ w/2: `self`'s corners are brought there with the relative rotation
+    /// (from the stored cosines and sines, no trigonometry) and clipped by the four axis lines.
     pub(crate) fn intersection_area(&self, other: &Footprint) -> f64 {
         if self.area <= 0.0 || other.area <= 0.0 {
             return 0.0;
         }
-        let d = other.center - self.center;
+        let d = self.center - other.center;
         let reach = self.radius + other.radius;
         // Circumscribed circles apart (or a NaN centre): no overlap, skip the clipping.
         let circles_meet = d.norm_squared() <= reach * reach;
         if !circles_meet {
             return 0.0;
         }
-        let a = self.offsets.map(Point2::from);
-        let b = other.offsets.map(|o| Point2::from(d + o));
-        intersection_area(&a, &b)
+        let (co, so) = (other.cos, other.sin);
+        // Rotation by (yaw_self − yaw_other) and self's centre, both in other's frame.
+        let (c, s) = (self.cos * co + self.sin * so, self.sin * co - self.cos * so);
+        let center = Point2::new(co * d.x + so * d.y, co * d.y - so * d.x);
+        let corners = [(1.0, 1.0), (-1.0, 1.0), (-1.0, -1.0), (1.0, -1.0)].map(|(sx, sy)| {
+            let (lx, ly) = (sx * self.half_l, sy * self.half_w);
+            center + Vector2::new(c * lx - s * ly, s * lx + c * ly)
+        });
+        intersection_area_with_centered_rect(&corners, other.half_l, other.half_w)
     }
 
     /// The BEV IoU of two footprints.
