@@ -1,11 +1,16 @@
 //! Box IoU throughput on one core: rotated BEV IoU (target ≥ 2 M pairs/s), plus 3D yaw-only and
 //! 9-dof IoU and BEV NMS for information. Pairs are realistic overlapping car-sized boxes
-//! (centre offsets of about a metre, any relative yaw), from a fixed seed.
+//! (centre offsets of about a metre, any relative yaw), from a fixed seed. Timed in thread CPU
+//! time (`support/cpu_time.rs`).
 
 use std::hint::black_box;
 
 use boxlayer::geometry::{Box3, giou_3d, iou_3d, iou_3d_9dof, iou_bev, nms_bev};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+
+#[path = "support/cpu_time.rs"]
+mod cpu_time;
+use cpu_time::ThreadCpuTime;
 
 /// SplitMix64, so the pairs are the same on every run.
 struct Rng(u64);
@@ -49,7 +54,7 @@ fn pairs(seed: u64, tilt: f64) -> Vec<(Box3, Box3)> {
         .collect()
 }
 
-fn bench_iou(c: &mut Criterion) {
+fn bench_iou(c: &mut Criterion<ThreadCpuTime>) {
     let flat = pairs(1, 0.0);
     let tilted = pairs(2, 0.2);
     let mut group = c.benchmark_group("iou");
@@ -98,5 +103,10 @@ fn bench_iou(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench_iou);
+// Thread CPU time, not wall time: the figures are one core's, whatever else the machine runs.
+criterion_group! {
+    name = benches;
+    config = Criterion::default().with_measurement(ThreadCpuTime);
+    targets = bench_iou
+}
 criterion_main!(benches);
