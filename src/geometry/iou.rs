@@ -421,6 +421,16 @@ mod tests {
         }
 
         #[test]
+        fn rotated_vs_axis_aligned(a in box_9dof(), b in box_9dof()) {
+            let aligned = Box3 { yaw: 0.0, pitch: 0.0, roll: 0.0, ..b };
+            let v = iou_rotated_vs_axis_aligned(&a, &b);
+            prop_assert!((0.0..=1.0).contains(&v));
+            prop_assert!((v - iou_3d(&aligned, &a)).abs() < 1e-12);
+            let bev = iou_bev_rotated_vs_axis_aligned(&a, &b);
+            prop_assert!((bev - iou_bev(&aligned, &a)).abs() < 1e-12);
+        }
+
+        #[test]
         fn full_3d_iou_properties(
             a in box_9dof(), b in box_9dof(),
             axis in (-1.0..1.0, -1.0..1.0, -1.0..1.0), t in (-20.0..20.0, -20.0..20.0, -20.0..20.0),

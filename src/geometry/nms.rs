@@ -26,7 +26,8 @@ fn score_order(scores: &[f32], n: usize) -> Vec<usize> {
 }
 
 /// Rotated-BEV NMS: the indices kept, in descending score order; a box is suppressed when its
-/// BEV IoU with a kept box is strictly greater than `iou_threshold`.
+/// BEV IoU with a kept box is strictly greater than `iou_threshold` (a NaN threshold is never
+/// met, so only the top-ranked box is kept).
 pub fn nms_bev(boxes: &[Box3], scores: &[f32], iou_threshold: f64) -> Vec<usize> {
     let n = boxes.len().min(scores.len());
     let footprints: Vec<Footprint> = boxes[..n].iter().map(Footprint::of).collect();
@@ -40,8 +41,8 @@ pub fn nms_bev(boxes: &[Box3], scores: &[f32], iou_threshold: f64) -> Vec<usize>
 }
 
 /// Circle NMS: the indices kept, in descending score order; a box is suppressed when its BEV
-/// centre lies strictly closer than `radius_m` to a kept box's centre (a NaN centre suppresses
-/// nothing and is never suppressed).
+/// centre lies strictly closer than `radius_m` to a kept box's centre (a NaN centre or radius
+/// suppresses nothing, and a NaN centre is never suppressed).
 pub fn nms_circle(boxes: &[Box3], scores: &[f32], radius_m: f64) -> Vec<usize> {
     let n = boxes.len().min(scores.len());
     let radius_squared = radius_m * radius_m;
