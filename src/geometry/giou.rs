@@ -3,18 +3,17 @@
 //!
 //! Enclosing shapes: BEV uses the convex hull of both footprints (area); 3D yaw-only pairs use
 //! that hull × the union of the z ranges (a vertical prism, as yaw-only detectors define it);
-//! other 3D pairs use the convex hull of all 16 corners (volume). The prism is larger than the
-//! 3D hull when the z ranges differ, so `giou_3d` switches definition at pitch = roll = 0;
-//! `giou_3d_9dof` always uses the 3D hull.
+//! other 3D pairs use the convex hull of all 16 corners (volume). The prism contains the 3D
+//! hull and is larger when the boxes are offset in z as well as in BEV, so `giou_3d` can jump
+//! where pitch and roll leave 0; `giou_3d_9dof` always uses the 3D hull.
 
-use nalgebra::Point2;
+use nalgebra::{Point2, Vector3};
 
 use super::convex_polygon::convex_hull;
 use super::corners::CORNER_SIGNS;
 use super::iou::{Footprint, ratio};
 use super::polyhedron::{box_intersection_volume, convex_hull_volume};
 use super::{Box3, EPS};
-use nalgebra::Vector3;
 
 /// GIoU from the intersection, union and enclosing measure; 0 when the enclosing measure is 0
 /// or not finite (degenerate boxes), else clamped to [−1, IoU].

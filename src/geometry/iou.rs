@@ -8,7 +8,7 @@ use super::convex_polygon::intersection_area_with_centered_rect;
 use super::polyhedron::box_intersection_volume;
 use super::{Box3, EPS};
 
-/// A box's footprint, prepared once for many BEV queries (NMS, benches): the centre, the yaw's
+/// A box's footprint, prepared once for many BEV queries (NMS): the centre, the yaw's
 /// cosine and sine, the half length and width, the area and the circumscribed circle's radius.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Footprint {
