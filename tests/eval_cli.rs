@@ -8,7 +8,9 @@ use approx::assert_abs_diff_eq;
 use serde_json::Value;
 
 fn fixture(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/eval").join(rel)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/eval")
+        .join(rel)
 }
 
 fn run_eval(args: &[&str]) -> (String, Value) {
@@ -70,9 +72,18 @@ fn eval_3eed_layout_writes_expected_json() {
     assert_eq!(all["subset"], "all");
     assert_eq!(all["num_queries"], 3);
     assert_abs_diff_eq!(all["accuracy"][0]["accuracy"].as_f64().unwrap(), 1.0, epsilon = 1e-12);
-    assert_abs_diff_eq!(all["accuracy"][1]["accuracy"].as_f64().unwrap(), 2.0 / 3.0, epsilon = 1e-12);
+    assert_abs_diff_eq!(
+        all["accuracy"][1]["accuracy"].as_f64().unwrap(),
+        2.0 / 3.0,
+        epsilon = 1e-12
+    );
     assert_abs_diff_eq!(all["miou"].as_f64().unwrap(), 29.0 / 45.0, epsilon = 1e-9);
-    let ious: Vec<f64> = g["queries"].as_array().unwrap().iter().map(|q| q["iou"].as_f64().unwrap()).collect();
+    let ious: Vec<f64> = g["queries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|q| q["iou"].as_f64().unwrap())
+        .collect();
     // Sorted folder order: drone/seqB before waymo/segA.
     assert_abs_diff_eq!(ious[0], 1.0 / 3.0, epsilon = 1e-9);
     assert_abs_diff_eq!(ious[1], 0.6, epsilon = 1e-9);
@@ -85,14 +96,26 @@ fn eval_3eed_layout_writes_expected_json() {
         assert_abs_diff_eq!(v["ap_all_points"].as_f64().unwrap(), 0.5, epsilon = 1e-12);
         let bins = v["breakdowns"].as_array().unwrap();
         let platform = |name: &str| bins.iter().find(|b| b["by"] == "platform" && b["bin"] == name).unwrap();
-        assert_abs_diff_eq!(platform("vehicle")["ap_all_points"].as_f64().unwrap(), 1.0, epsilon = 1e-12);
-        assert_abs_diff_eq!(platform("drone")["ap_all_points"].as_f64().unwrap(), 0.0, epsilon = 1e-12);
+        assert_abs_diff_eq!(
+            platform("vehicle")["ap_all_points"].as_f64().unwrap(),
+            1.0,
+            epsilon = 1e-12
+        );
+        assert_abs_diff_eq!(
+            platform("drone")["ap_all_points"].as_f64().unwrap(),
+            0.0,
+            epsilon = 1e-12
+        );
         assert_eq!(detection(&report, "vehicle", iou, 0.7)["ap_r40"].as_f64(), Some(0.0));
         let p = detection(&report, "pedestrian", iou, 0.5);
         assert_eq!(p["num_gt"], 1);
         assert_abs_diff_eq!(p["ap_r40"].as_f64().unwrap(), 1.0, epsilon = 1e-12);
     }
-    assert_eq!(report["tracking"].as_array().unwrap().len(), 0, "3EED fixture has no track ids");
+    assert_eq!(
+        report["tracking"].as_array().unwrap().len(),
+        0,
+        "3EED fixture has no track ids"
+    );
 }
 
 /// JSON lines with tracks. Vehicle: 4 frames on the GT, predicted id 1 then 2 → 4 TP, 1 ID switch,
@@ -105,11 +128,16 @@ fn eval_jsonl_with_tracks_writes_expected_json() {
     let (stdout, report) = run_eval(&["--gt", gt.to_str().unwrap(), "--pred", pred.to_str().unwrap()]);
     assert!(stdout.contains("tracking"), "{stdout}");
     assert_abs_diff_eq!(
-        detection(&report, "vehicle", "three_d", 0.7)["ap_r40"].as_f64().unwrap(),
+        detection(&report, "vehicle", "three_d", 0.7)["ap_r40"]
+            .as_f64()
+            .unwrap(),
         1.0,
         epsilon = 1e-12
     );
-    assert_eq!(detection(&report, "pedestrian", "bev", 0.25)["ap_all_points"].as_f64(), Some(0.0));
+    assert_eq!(
+        detection(&report, "pedestrian", "bev", 0.25)["ap_all_points"].as_f64(),
+        Some(0.0)
+    );
     let tracking = report["tracking"].as_array().unwrap();
     let vehicle = tracking.iter().find(|t| t["class"] == "vehicle").unwrap();
     assert_eq!(vehicle["matching"], "center_distance");

@@ -67,7 +67,11 @@ fn write_case(dir: &Path, seed: u64) -> (std::path::PathBuf, std::path::PathBuf)
             size[1] * scale,
             size[2] * scale,
         ];
-        let points = if rng.uniform(0.0, 1.0) < 0.1 { 0 } else { rng.next_u64() % 2000 };
+        let points = if rng.uniform(0.0, 1.0) < 0.1 {
+            0
+        } else {
+            rng.next_u64() % 2000
+        };
         gt.push_str(&line(seq, frame, b, class, None, Some(points)));
         // 85 % detected with jitter; scores on a 0.01 grid so ties occur.
         if rng.uniform(0.0, 1.0) < 0.85 {
@@ -151,11 +155,17 @@ fn detection_ap_matches_independent_python_on_1000_random_boxes() {
         config.detection.point_bins.clear();
         let rust = eval::evaluate_detection(&gt.boxes, &pred.boxes, &config.detection, config.threshold_rule);
         for row in python.iter().filter(|r| r["ignore_zero_point_gt"] == ignore_zero) {
-            let kind = if row["iou_kind"] == "bev" { IouKind::Bev } else { IouKind::ThreeD };
+            let kind = if row["iou_kind"] == "bev" {
+                IouKind::Bev
+            } else {
+                IouKind::ThreeD
+            };
             let r = rust
                 .iter()
                 .find(|d| {
-                    d.class.as_str() == row["class"] && d.iou_kind == kind && Some(d.threshold) == row["threshold"].as_f64()
+                    d.class.as_str() == row["class"]
+                        && d.iou_kind == kind
+                        && Some(d.threshold) == row["threshold"].as_f64()
                 })
                 .unwrap_or_else(|| panic!("no rust result for {row}"));
             let what = format!("{} {:?} {} ignore_zero={ignore_zero}", r.class, r.iou_kind, r.threshold);
@@ -181,5 +191,8 @@ fn detection_ap_matches_independent_python_on_1000_random_boxes() {
     }
     assert_eq!(checked, 24);
     // The case must exercise the curve, not just AP 0 or 1 everywhere.
-    assert!(nontrivial >= 12, "only {nontrivial} results strictly between 0.05 and 0.95");
+    assert!(
+        nontrivial >= 12,
+        "only {nontrivial} results strictly between 0.05 and 0.95"
+    );
 }

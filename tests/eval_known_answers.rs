@@ -4,8 +4,7 @@
 
 use approx::assert_abs_diff_eq;
 use boxlayer::eval::{
-    self, EvalBox, EvalConfig, EvalData, FrameKey, GroundingIou, GroundingQuery, IouKind, ThresholdRule,
-    TrackingConfig,
+    self, EvalBox, EvalConfig, EvalData, FrameKey, GroundingIou, GroundingQuery, IouKind, ThresholdRule, TrackingConfig,
 };
 use boxlayer::{Box3, ObjectClass, Platform};
 
@@ -31,9 +30,30 @@ fn scene() -> Vec<EvalBox> {
         let seq = format!("seq{s}");
         for f in 0..5u64 {
             let t = f as f64;
-            boxes.push(eval_box(&seq, f, Box3::new(10.0 + t, 3.0, 0.0, 4.0, 2.0, 1.5, 0.3), ObjectClass::Vehicle, 1.0, Some("car-a")));
-            boxes.push(eval_box(&seq, f, Box3::new(-20.0, -5.0 + t, 0.5, 4.5, 1.9, 1.6, 1.2), ObjectClass::Vehicle, 1.0, Some("car-b")));
-            boxes.push(eval_box(&seq, f, Box3::new(6.0, 6.0 - 0.5 * t, 0.0, 0.8, 0.6, 1.8, -0.4), ObjectClass::Pedestrian, 1.0, Some("ped")));
+            boxes.push(eval_box(
+                &seq,
+                f,
+                Box3::new(10.0 + t, 3.0, 0.0, 4.0, 2.0, 1.5, 0.3),
+                ObjectClass::Vehicle,
+                1.0,
+                Some("car-a"),
+            ));
+            boxes.push(eval_box(
+                &seq,
+                f,
+                Box3::new(-20.0, -5.0 + t, 0.5, 4.5, 1.9, 1.6, 1.2),
+                ObjectClass::Vehicle,
+                1.0,
+                Some("car-b"),
+            ));
+            boxes.push(eval_box(
+                &seq,
+                f,
+                Box3::new(6.0, 6.0 - 0.5 * t, 0.0, 0.8, 0.6, 1.8, -0.4),
+                ObjectClass::Pedestrian,
+                1.0,
+                Some("ped"),
+            ));
         }
     }
     boxes
@@ -70,13 +90,20 @@ fn perfect_predictions_give_ap_one_and_mota_one() {
         assert_abs_diff_eq!(d.errors.mean_center_error_m.unwrap(), 0.0, epsilon = 1e-12);
         assert_abs_diff_eq!(d.errors.mean_yaw_error_rad.unwrap(), 0.0, epsilon = 1e-12);
     }
-    let cyclist = report.detection.iter().find(|d| d.class == ObjectClass::Cyclist).unwrap();
+    let cyclist = report
+        .detection
+        .iter()
+        .find(|d| d.class == ObjectClass::Cyclist)
+        .unwrap();
     assert_eq!(cyclist.ap_r40, None, "AP is undefined without GT");
     assert_eq!(report.tracking.len(), 2);
     for t in &report.tracking {
         let c = &t.clear_mot;
         assert_eq!(c.mota, Some(1.0));
-        assert_eq!((c.false_positives, c.false_negatives, c.id_switches, c.fragmentations), (0, 0, 0, 0));
+        assert_eq!(
+            (c.false_positives, c.false_negatives, c.id_switches, c.fragmentations),
+            (0, 0, 0, 0)
+        );
         assert_eq!(c.mostly_tracked, c.num_gt_tracks);
         assert_abs_diff_eq!(t.amota.unwrap(), 1.0, epsilon = 1e-12);
         assert_abs_diff_eq!(t.samota.unwrap(), 1.0, epsilon = 1e-12);
@@ -98,7 +125,10 @@ fn perfect_predictions_give_ap_one_and_mota_one() {
 /// BEV and 3D IoU = (3/4)/(5/4) = 0.6 exactly → AP 0 at 0.7 and AP 1 at 0.5 (vehicle defaults).
 #[test]
 fn shift_to_iou_point_six_gives_ap_zero_at_point_seven_and_one_at_point_five() {
-    let gt: Vec<EvalBox> = scene().into_iter().filter(|b| b.class == ObjectClass::Vehicle).collect();
+    let gt: Vec<EvalBox> = scene()
+        .into_iter()
+        .filter(|b| b.class == ObjectClass::Vehicle)
+        .collect();
     let pred: Vec<EvalBox> = gt
         .iter()
         .map(|b| {
@@ -106,12 +136,24 @@ fn shift_to_iou_point_six_gives_ap_zero_at_point_seven_and_one_at_point_five() {
             let mut moved = b.bbox;
             moved.x += d * b.bbox.yaw.cos();
             moved.y += d * b.bbox.yaw.sin();
-            EvalBox { bbox: moved, score: 0.8, ..b.clone() }
+            EvalBox {
+                bbox: moved,
+                score: 0.8,
+                ..b.clone()
+            }
         })
         .collect();
-    assert_abs_diff_eq!(boxlayer::geometry::iou_3d(&gt[0].bbox, &pred[0].bbox), 0.6, epsilon = 1e-9);
+    assert_abs_diff_eq!(
+        boxlayer::geometry::iou_3d(&gt[0].bbox, &pred[0].bbox),
+        0.6,
+        epsilon = 1e-9
+    );
     let report = eval::evaluate(&data(gt), &data(pred), &EvalConfig::default()).unwrap();
-    let vehicle: Vec<_> = report.detection.iter().filter(|d| d.class == ObjectClass::Vehicle).collect();
+    let vehicle: Vec<_> = report
+        .detection
+        .iter()
+        .filter(|d| d.class == ObjectClass::Vehicle)
+        .collect();
     assert_eq!(vehicle.len(), 4);
     for d in vehicle {
         let expected = if d.threshold == 0.7 { 0.0 } else { 1.0 };
@@ -209,25 +251,51 @@ fn grounding_threshold_rule_and_joint_correctness() {
     let gt_data = EvalData {
         boxes: Vec::new(),
         queries: vec![
-            query("q1", Platform::Drone, vec![Box3::new(1.0, 2.0, 0.0, 4.0, 2.0, 1.5, std::f64::consts::FRAC_PI_2)]),
-            query("q2", Platform::Drone, vec![Box3::new(0.0, 0.0, 0.0, 4.0, 2.0, 1.5, 0.0)]),
+            query(
+                "q1",
+                Platform::Drone,
+                vec![Box3::new(1.0, 2.0, 0.0, 4.0, 2.0, 1.5, std::f64::consts::FRAC_PI_2)],
+            ),
+            query(
+                "q2",
+                Platform::Drone,
+                vec![Box3::new(0.0, 0.0, 0.0, 4.0, 2.0, 1.5, 0.0)],
+            ),
             query(
                 "q3",
                 Platform::Quadruped,
-                vec![Box3::new(0.0, 0.0, 0.0, 1.0, 1.0, 1.8, 0.0), Box3::new(5.0, 0.0, 0.0, 1.0, 1.0, 1.8, 0.0)],
+                vec![
+                    Box3::new(0.0, 0.0, 0.0, 1.0, 1.0, 1.8, 0.0),
+                    Box3::new(5.0, 0.0, 0.0, 1.0, 1.0, 1.8, 0.0),
+                ],
             ),
-            query("q4", Platform::Quadruped, vec![Box3::new(0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 0.0)]),
+            query(
+                "q4",
+                Platform::Quadruped,
+                vec![Box3::new(0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 0.0)],
+            ),
         ],
     };
     let pred_data = EvalData {
         boxes: Vec::new(),
         queries: vec![
-            query("q1", Platform::Drone, vec![Box3::new(1.0, 2.0, 0.0, 2.0, 4.0, 1.5, 0.0)]),
-            query("q2", Platform::Drone, vec![Box3::new(0.0, 0.0, 0.0, 2.0, 2.0, 1.5, 0.0)]),
+            query(
+                "q1",
+                Platform::Drone,
+                vec![Box3::new(1.0, 2.0, 0.0, 2.0, 4.0, 1.5, 0.0)],
+            ),
+            query(
+                "q2",
+                Platform::Drone,
+                vec![Box3::new(0.0, 0.0, 0.0, 2.0, 2.0, 1.5, 0.0)],
+            ),
             query(
                 "q3",
                 Platform::Quadruped,
-                vec![Box3::new(30.0, 0.0, 0.0, 1.0, 1.0, 1.8, 0.0), Box3::new(0.0, 0.0, 0.0, 1.0, 1.0, 1.8, 0.0)],
+                vec![
+                    Box3::new(30.0, 0.0, 0.0, 1.0, 1.0, 1.8, 0.0),
+                    Box3::new(0.0, 0.0, 0.0, 1.0, 1.0, 1.8, 0.0),
+                ],
             ),
         ],
     };
@@ -243,26 +311,44 @@ fn grounding_threshold_rule_and_joint_correctness() {
     assert_eq!(ious[3], 0.0);
     assert_eq!(g.num_missing_predictions, 1);
     let correct: Vec<Vec<bool>> = g.queries.iter().map(|q| q.correct.clone()).collect();
-    assert_eq!(correct, vec![vec![true, true], vec![true, false], vec![false, false], vec![false, false]]);
+    assert_eq!(
+        correct,
+        vec![
+            vec![true, true],
+            vec![true, false],
+            vec![false, false],
+            vec![false, false]
+        ]
+    );
     let all = &g.summaries[0];
     assert_eq!(all.subset, "all");
     assert_abs_diff_eq!(all.accuracy[0].accuracy, 0.5, epsilon = 1e-12);
     assert_abs_diff_eq!(all.accuracy[1].accuracy, 0.25, epsilon = 1e-12);
     assert_abs_diff_eq!(all.miou, 0.5, epsilon = 1e-9);
     let subsets: Vec<&str> = g.summaries.iter().map(|s| s.subset.as_str()).collect();
-    assert_eq!(subsets, vec!["all", "single_object", "multi_object", "drone", "quadruped"]);
+    assert_eq!(
+        subsets,
+        vec!["all", "single_object", "multi_object", "drone", "quadruped"]
+    );
     // Fully rotated IoU disagrees on q1: the 90° GT against a 0° prediction of swapped size is the same
     // footprint, so it is also 1 there; a prediction keeping the GT's l/w but yaw 0 is not.
     config.grounding.iou = GroundingIou::Rotated3d;
     let turned = EvalData {
         boxes: Vec::new(),
-        queries: vec![query("q1", Platform::Drone, vec![Box3::new(1.0, 2.0, 0.0, 4.0, 2.0, 1.5, 0.0)])],
+        queries: vec![query(
+            "q1",
+            Platform::Drone,
+            vec![Box3::new(1.0, 2.0, 0.0, 4.0, 2.0, 1.5, 0.0)],
+        )],
     };
     let g = eval::evaluate(&gt_data, &turned, &config).unwrap().grounding.unwrap();
     assert_abs_diff_eq!(g.queries[0].iou, 1.0 / 3.0, epsilon = 1e-9);
     // The inclusive rule accepts q2 at 0.5.
     config.threshold_rule = ThresholdRule::Inclusive;
-    let g = eval::evaluate(&gt_data, &pred_data, &config).unwrap().grounding.unwrap();
+    let g = eval::evaluate(&gt_data, &pred_data, &config)
+        .unwrap()
+        .grounding
+        .unwrap();
     assert_eq!(g.queries[1].correct, vec![true, true]);
 }
 
@@ -311,18 +397,43 @@ fn breakdowns_and_zero_point_ignoring() {
     let car = |x: f64, points: u64| EvalBox {
         num_points: Some(points),
         platform: Some(Platform::Vehicle),
-        ..eval_box("s", 0, Box3::new(x, 0.0, 0.0, 4.0, 2.0, 1.5, 0.0), ObjectClass::Vehicle, 1.0, None)
+        ..eval_box(
+            "s",
+            0,
+            Box3::new(x, 0.0, 0.0, 4.0, 2.0, 1.5, 0.0),
+            ObjectClass::Vehicle,
+            1.0,
+            None,
+        )
     };
     let gt = vec![car(10.0, 50), car(40.0, 0), car(60.0, 500)];
-    let guess = |x: f64, score: f64| eval_box("s", 0, Box3::new(x, 0.0, 0.0, 4.0, 2.0, 1.5, 0.0), ObjectClass::Vehicle, score, None);
+    let guess = |x: f64, score: f64| {
+        eval_box(
+            "s",
+            0,
+            Box3::new(x, 0.0, 0.0, 4.0, 2.0, 1.5, 0.0),
+            ObjectClass::Vehicle,
+            score,
+            None,
+        )
+    };
     let pred = vec![guess(10.0, 0.9), guess(40.0, 0.85), guess(45.0, 0.8)];
     let mut config = EvalConfig::default();
     let report = eval::evaluate(&data(gt.clone()), &data(pred.clone()), &config).unwrap();
     let d = &report.detection[0];
-    assert_eq!((d.class, d.iou_kind, d.threshold), (ObjectClass::Vehicle, IouKind::Bev, 0.7));
+    assert_eq!(
+        (d.class, d.iou_kind, d.threshold),
+        (ObjectClass::Vehicle, IouKind::Bev, 0.7)
+    );
     assert_abs_diff_eq!(d.ap_all_points.unwrap(), 2.0 / 3.0, epsilon = 1e-12);
     assert_abs_diff_eq!(d.ap_r40.unwrap(), 26.0 / 40.0, epsilon = 1e-12);
-    let bin = |by: &str, bin: &str| d.breakdowns.iter().find(|b| b.by == by && b.bin == bin).unwrap().clone();
+    let bin = |by: &str, bin: &str| {
+        d.breakdowns
+            .iter()
+            .find(|b| b.by == by && b.bin == bin)
+            .unwrap()
+            .clone()
+    };
     assert_eq!(bin("range_m", "0-30").ap_all_points, Some(1.0));
     assert_eq!(bin("range_m", "30-50").ap_all_points, Some(1.0));
     assert_eq!(bin("range_m", "30-50").num_pred, 2);

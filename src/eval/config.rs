@@ -201,7 +201,10 @@ impl EvalConfig {
         let d = &self.detection;
         for class in ObjectClass::ALL {
             if let Some(t) = d.thresholds.of(class).iter().find(|t| !(0.0..=1.0).contains(*t)) {
-                return bad("detection.thresholds", format!("{class} threshold {t} is outside [0, 1]"));
+                return bad(
+                    "detection.thresholds",
+                    format!("{class} threshold {t} is outside [0, 1]"),
+                );
             }
         }
         if d.iou_kinds.contains(&IouKind::CenterDistance) {
@@ -211,7 +214,10 @@ impl EvalConfig {
             );
         }
         if !d.range_bins_m.windows(2).all(|w| w[0] < w[1]) || d.range_bins_m.iter().any(|v| !v.is_finite()) {
-            return bad("detection.range_bins_m", "edges must be finite and strictly ascending".into());
+            return bad(
+                "detection.range_bins_m",
+                "edges must be finite and strictly ascending".into(),
+            );
         }
         if !d.point_bins.windows(2).all(|w| w[0] < w[1]) {
             return bad("detection.point_bins", "edges must be strictly ascending".into());
@@ -220,11 +226,14 @@ impl EvalConfig {
         if t.recall_steps == 0 {
             return bad("tracking.recall_steps", "must be at least 1".into());
         }
-        if !(t.max_center_distance_m > 0.0) {
+        if t.max_center_distance_m.is_nan() || t.max_center_distance_m <= 0.0 {
             return bad("tracking.max_center_distance_m", "must be positive".into());
         }
         if !(0.0..=1.0).contains(&t.iou_threshold) {
-            return bad("tracking.iou_threshold", format!("{} is outside [0, 1]", t.iou_threshold));
+            return bad(
+                "tracking.iou_threshold",
+                format!("{} is outside [0, 1]", t.iou_threshold),
+            );
         }
         if let Some(v) = self.grounding.thresholds.iter().find(|v| !(0.0..=1.0).contains(*v)) {
             return bad("grounding.thresholds", format!("{v} is outside [0, 1]"));

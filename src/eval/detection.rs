@@ -133,6 +133,13 @@ pub struct DetectionResult {
     pub breakdowns: Vec<BreakdownResult>,
 }
 
+/// Indices of one frame's GT and predicted boxes.
+#[derive(Default)]
+pub(crate) struct FrameMembers {
+    pub(crate) gt: Vec<usize>,
+    pub(crate) pred: Vec<usize>,
+}
+
 /// One frame of one class: box indices and the affinity matrix `[pred][gt]`.
 struct FrameCase {
     gt: Vec<usize>,
@@ -147,16 +154,28 @@ struct SubsetOutcome {
     pairs: Vec<(usize, usize)>,
 }
 
+/// How one subset is matched: threshold, rule and whether zero-point GT is ignored.
+struct MatchSettings {
+    threshold: f64,
+    rule: ThresholdRule,
+    ignore_zero_point_gt: bool,
+}
+
+/// Matches every frame with GT outside `gt_in` (and zero-point GT, if so set) ignored; unmatched
+/// predictions count as false positives only inside `pred_in`.
 fn evaluate_subset(
     cases: &[FrameCase],
     gt: &[EvalBox],
     pred: &[EvalBox],
-    threshold: f64,
-    rule: ThresholdRule,
-    ignore_zero_point_gt: bool,
+    settings: &MatchSettings,
     gt_in: &dyn Fn(&EvalBox) -> bool,
     pred_in: &dyn Fn(&EvalBox) -> bool,
 ) -> SubsetOutcome {
+    let MatchSettings {
+        threshold,
+        rule,
+        ignore_zero_point_gt,
+    } = *settings;
     let mut out = SubsetOutcome {
         matches: Vec::new(),
         num_gt: 0,
@@ -253,37 +272,37 @@ pub fn evaluate_detection(
         if thresholds.is_empty() {
             continue;
         }
-        let mut by_frame: BTreeMap<&FrameKey, (Vec<usize>, Vec<usize>)> = BTreeMap::new();
+        let mut by_frame: BTreeMap<&FrameKey, FrameMembers> = BTreeMap::new();
         for (i, b) in gt.iter().enumerate().filter(|(_, b)| b.class == class) {
-            by_frame.entry(&b.frame).or_default().0.push(i);
+            by_frame.entry(&b.frame).or_default().gt.push(i);
         }
         for (i, b) in pred.iter().enumerate().filter(|(_, b)| b.class == class) {
-            by_frame.entry(&b.frame).or_default().1.push(i);
+            by_frame.entry(&b.frame).or_default().pred.push(i);
         }
         for &kind in &config.iou_kinds {
             let cases: Vec<FrameCase> = by_frame
                 .values()
-                .map(|(g, p)| FrameCase {
+                .map(|FrameMembers { gt: g, pred: p }| FrameCase {
                     affinity: p
                         .iter()
-                        .map(|&pi| g.iter().map(|&gi| affinity(kind, &gt[gi].bbox, &pred[pi].bbox)).collect())
+                        .map(|&pi| {
+                            g.iter()
+                                .map(|&gi| affinity(kind, &gt[gi].bbox, &pred[pi].bbox))
+                                .collect()
+                        })
                         .collect(),
                     gt: g.clone(),
                     pred: p.clone(),
                 })
                 .collect();
             for &threshold in thresholds {
+                let settings = MatchSettings {
+                    threshold,
+                    rule,
+                    ignore_zero_point_gt: config.ignore_zero_point_gt,
+                };
                 let subset = |gt_in: &dyn Fn(&EvalBox) -> bool, pred_in: &dyn Fn(&EvalBox) -> bool| {
-                    evaluate_subset(
-                        &cases,
-                        gt,
-                        pred,
-                        threshold,
-                        rule,
-                        config.ignore_zero_point_gt,
-                        gt_in,
-                        pred_in,
-                    )
+                    evaluate_subset(&cases, gt, pred, &settings, gt_in, pred_in)
                 };
                 let all = subset(&|_| true, &|_| true);
                 let mut breakdowns = Vec::new();

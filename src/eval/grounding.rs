@@ -69,7 +69,12 @@ pub struct GroundingResult {
 
 /// Scores one query: targets and predictions are paired greedily by falling IoU (one prediction
 /// per target; extra predictions are ignored).
-fn score_query(gt: &GroundingQuery, pred: Option<&GroundingQuery>, config: &GroundingConfig, rule: ThresholdRule) -> GroundingQueryResult {
+fn score_query(
+    gt: &GroundingQuery,
+    pred: Option<&GroundingQuery>,
+    config: &GroundingConfig,
+    rule: ThresholdRule,
+) -> GroundingQueryResult {
     let predicted = pred.map(|p| p.boxes.as_slice()).unwrap_or_default();
     let mut pairs: Vec<(f64, usize, usize)> = Vec::new();
     for (t, target) in gt.boxes.iter().enumerate() {

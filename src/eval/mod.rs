@@ -115,7 +115,12 @@ pub fn evaluate(gt: &EvalData, pred: &EvalData, config: &EvalConfig) -> Result<E
 }
 
 /// Loads ground truth and predictions from two paths in one input format and evaluates them.
-pub fn run(gt_path: &Path, pred_path: &Path, format: InputFormat, config: &EvalConfig) -> Result<EvalReport, EvalError> {
+pub fn run(
+    gt_path: &Path,
+    pred_path: &Path,
+    format: InputFormat,
+    config: &EvalConfig,
+) -> Result<EvalReport, EvalError> {
     config.validate()?;
     let gt = load(gt_path, format)?;
     let pred = load(pred_path, format)?;

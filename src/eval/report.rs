@@ -96,7 +96,20 @@ impl fmt::Display for EvalReport {
             writeln!(
                 out,
                 "{:<11} {:<16} {:>5} {:>7} {:>7} {:>7} {:>7} {:>6} {:>6} {:>5} {:>5} {:>4} {:>4} {:>7}",
-                "class", "matching", "thr", "MOTA", "AMOTA", "sAMOTA", "num_gt", "FP", "FN", "IDS", "Frag", "MT", "ML", "MOTP_m"
+                "class",
+                "matching",
+                "thr",
+                "MOTA",
+                "AMOTA",
+                "sAMOTA",
+                "num_gt",
+                "FP",
+                "FN",
+                "IDS",
+                "Frag",
+                "MT",
+                "ML",
+                "MOTP_m"
             )?;
             for t in &self.tracking {
                 let c = &t.clear_mot;
@@ -145,7 +158,11 @@ impl fmt::Display for EvalReport {
                 writeln!(out, "{row} {:>7.2}", 100.0 * s.miou)?;
             }
             if g.num_missing_predictions > 0 {
-                writeln!(out, "{} GT queries had no prediction (scored as IoU 0)", g.num_missing_predictions)?;
+                writeln!(
+                    out,
+                    "{} GT queries had no prediction (scored as IoU 0)",
+                    g.num_missing_predictions
+                )?;
             }
         }
         f.write_str(&out)

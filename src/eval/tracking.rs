@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::affinity::{IouKind, affinity, bev_center_distance};
 use super::config::{ThresholdRule, TrackingConfig};
+use super::detection::FrameMembers;
 use super::input::EvalBox;
 use crate::frame::ObjectClass;
 
@@ -63,6 +64,21 @@ pub struct TrackingResult {
     pub samota: Option<f64>,
 }
 
+/// What happened to one GT object over its frames in a sequence.
+#[derive(Default)]
+struct GtLife {
+    /// Frames it is present in.
+    present: usize,
+    /// Frames it is matched in.
+    matched: usize,
+    /// Times its matching resumed after a miss.
+    fragmentations: usize,
+    /// Matched in some earlier frame.
+    ever_matched: bool,
+    /// Matched in its previous present frame.
+    matched_last: bool,
+}
+
 /// One frame of one sequence: which boxes, and their affinities `[pred][gt]`.
 struct TrackFrame {
     gt: Vec<usize>,
@@ -87,10 +103,11 @@ fn clear_mot_frames(
     for frames in sequences {
         // GT track id → predicted track id of its last match (persists over gaps, as in CLEAR-MOT).
         let mut last_match: HashMap<&str, &str> = HashMap::new();
-        // GT track id → (frames present, frames matched, fragmentations, was matched before, matched now).
-        let mut life: BTreeMap<&str, (usize, usize, usize, bool, bool)> = BTreeMap::new();
+        let mut life: BTreeMap<&str, GtLife> = BTreeMap::new();
         for f in frames {
-            let preds: Vec<usize> = (0..f.pred.len()).filter(|&k| pred[f.pred[k]].score >= min_score).collect();
+            let preds: Vec<usize> = (0..f.pred.len())
+                .filter(|&k| pred[f.pred[k]].score >= min_score)
+                .collect();
             let gt_id = |g: usize| gt[f.gt[g]].track_id.as_deref().unwrap_or_default();
             let pred_id = |k: usize| pred[f.pred[k]].track_id.as_deref().unwrap_or_default();
             let mut gt_match: Vec<Option<usize>> = vec![None; f.gt.len()];
@@ -134,16 +151,16 @@ fn clear_mot_frames(
             m.num_gt += f.gt.len();
             m.num_pred += preds.len();
             for (g, slot) in gt_match.iter().enumerate() {
-                let entry = life.entry(gt_id(g)).or_insert((0, 0, 0, false, false));
-                entry.0 += 1;
+                let entry = life.entry(gt_id(g)).or_default();
+                entry.present += 1;
                 match slot {
                     Some(k) => {
-                        if entry.3 && !entry.4 {
-                            entry.2 += 1;
+                        if entry.ever_matched && !entry.matched_last {
+                            entry.fragmentations += 1;
                         }
-                        entry.1 += 1;
-                        entry.3 = true;
-                        entry.4 = true;
+                        entry.matched += 1;
+                        entry.ever_matched = true;
+                        entry.matched_last = true;
                         last_match.insert(gt_id(g), pred_id(*k));
                         m.num_matches += 1;
                         matched_scores.push(pred[f.pred[*k]].score);
@@ -152,17 +169,17 @@ fn clear_mot_frames(
                         iou_sum += f.affinity[*k][g];
                     }
                     None => {
-                        entry.4 = false;
+                        entry.matched_last = false;
                         m.false_negatives += 1;
                     }
                 }
             }
             m.false_positives += preds.iter().filter(|&&k| !pred_taken[k]).count();
         }
-        for (present, matched, frag, _, _) in life.into_values() {
+        for object in life.into_values() {
             m.num_gt_tracks += 1;
-            m.fragmentations += frag;
-            let ratio = matched as f64 / present as f64;
+            m.fragmentations += object.fragmentations;
+            let ratio = object.matched as f64 / object.present as f64;
             if ratio >= config.mostly_tracked_ratio {
                 m.mostly_tracked += 1;
             } else if ratio <= config.mostly_lost_ratio {
@@ -186,27 +203,43 @@ fn clear_mot_frames(
 
 /// Groups one class's tracked boxes by sequence and frame and computes the affinities.
 fn track_frames(gt: &[EvalBox], pred: &[EvalBox], class: ObjectClass, kind: IouKind) -> Vec<Vec<TrackFrame>> {
-    let mut by_frame: BTreeMap<(&str, u64), (Vec<usize>, Vec<usize>)> = BTreeMap::new();
+    let mut by_frame: BTreeMap<(&str, u64), FrameMembers> = BTreeMap::new();
     let keep = |b: &EvalBox| b.class == class && b.track_id.is_some();
     for (i, b) in gt.iter().enumerate().filter(|(_, b)| keep(b)) {
-        by_frame.entry((&b.frame.sequence, b.frame.frame)).or_default().0.push(i);
+        by_frame
+            .entry((&b.frame.sequence, b.frame.frame))
+            .or_default()
+            .gt
+            .push(i);
     }
     for (i, b) in pred.iter().enumerate().filter(|(_, b)| keep(b)) {
-        by_frame.entry((&b.frame.sequence, b.frame.frame)).or_default().1.push(i);
+        by_frame
+            .entry((&b.frame.sequence, b.frame.frame))
+            .or_default()
+            .pred
+            .push(i);
     }
     let mut sequences: Vec<Vec<TrackFrame>> = Vec::new();
     let mut current: Option<&str> = None;
-    for ((sequence, _), (g, p)) in by_frame {
+    for ((sequence, _), FrameMembers { gt: g, pred: p }) in by_frame {
         if current != Some(sequence) {
             sequences.push(Vec::new());
             current = Some(sequence);
         }
         let affinity = p
             .iter()
-            .map(|&pi| g.iter().map(|&gi| affinity(kind, &gt[gi].bbox, &pred[pi].bbox)).collect())
+            .map(|&pi| {
+                g.iter()
+                    .map(|&gi| affinity(kind, &gt[gi].bbox, &pred[pi].bbox))
+                    .collect()
+            })
             .collect();
         if let Some(frames) = sequences.last_mut() {
-            frames.push(TrackFrame { gt: g, pred: p, affinity });
+            frames.push(TrackFrame {
+                gt: g,
+                pred: p,
+                affinity,
+            });
         }
     }
     sequences

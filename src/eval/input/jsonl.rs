@@ -57,7 +57,8 @@ pub fn load_jsonl(path: &Path) -> Result<EvalData, EvalError> {
         lines += 1;
         let at = || format!("line {}", i + 1);
         let raw: BoxLine = serde_json::from_str(line).map_err(|e| EvalError::parse(path, at(), e.to_string()))?;
-        let bbox = box_from_values(&raw.values).map_err(|r| EvalError::parse(path, format!("{}: field `box`", at()), r))?;
+        let bbox =
+            box_from_values(&raw.values).map_err(|r| EvalError::parse(path, format!("{}: field `box`", at()), r))?;
         let frame = FrameKey {
             sequence: raw.sequence,
             frame: raw.frame,
@@ -71,7 +72,10 @@ pub fn load_jsonl(path: &Path) -> Result<EvalData, EvalError> {
                         return Err(EvalError::parse(
                             path,
                             format!("{}: field `query`", at()),
-                            format!("query `{id}` was first given on {:?}, here on {:?}", existing.frame, frame),
+                            format!(
+                                "query `{id}` was first given on {:?}, here on {:?}",
+                                existing.frame, frame
+                            ),
                         ));
                     }
                     existing.boxes.push(bbox);
@@ -91,11 +95,20 @@ pub fn load_jsonl(path: &Path) -> Result<EvalData, EvalError> {
         let class_name = raw
             .class
             .ok_or_else(|| EvalError::parse(path, at(), "missing field `class` on a detection box"))?;
-        let class = class_from_3eed_name(&class_name)
-            .ok_or_else(|| EvalError::parse(path, format!("{}: field `class`", at()), format!("unknown class `{class_name}`")))?;
+        let class = class_from_3eed_name(&class_name).ok_or_else(|| {
+            EvalError::parse(
+                path,
+                format!("{}: field `class`", at()),
+                format!("unknown class `{class_name}`"),
+            )
+        })?;
         let score = raw.score.unwrap_or(1.0);
         if !score.is_finite() {
-            return Err(EvalError::parse(path, format!("{}: field `score`", at()), "score must be finite"));
+            return Err(EvalError::parse(
+                path,
+                format!("{}: field `score`", at()),
+                "score must be finite",
+            ));
         }
         data.boxes.push(EvalBox {
             frame,
@@ -155,7 +168,12 @@ mod tests {
         let e = load_jsonl(f.path()).unwrap_err().to_string();
         assert!(e.contains("line 1: field `box`: expected 6, 7 or 9"), "{e}");
         let f = write("{\"sequence\":\"s\",\"frame\":0,\"box\":[0,0,0,1,1,1],\"class\":\"boat\"}\n");
-        assert!(load_jsonl(f.path()).unwrap_err().to_string().contains("unknown class `boat`"));
+        assert!(
+            load_jsonl(f.path())
+                .unwrap_err()
+                .to_string()
+                .contains("unknown class `boat`")
+        );
         let f = write("{\"sequence\":\"s\",\"frame\":0,\"box\":[0,0,0,1,1,1],\"clas\":\"car\"}\n");
         assert!(load_jsonl(f.path()).unwrap_err().to_string().contains("line 1"));
         let f = write("\n");

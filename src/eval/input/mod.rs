@@ -111,7 +111,9 @@ pub fn load(path: &Path, format: InputFormat) -> Result<EvalData, EvalError> {
 pub(crate) fn box_from_values(values: &[f64]) -> Result<Box3, String> {
     let b = match values.len() {
         6 => Box3::new(values[0], values[1], values[2], values[3], values[4], values[5], 0.0),
-        7 => Box3::new(values[0], values[1], values[2], values[3], values[4], values[5], values[6]),
+        7 => Box3::new(
+            values[0], values[1], values[2], values[3], values[4], values[5], values[6],
+        ),
         9 => Box3::from_array([
             values[0], values[1], values[2], values[3], values[4], values[5], values[6], values[7], values[8],
         ]),

@@ -81,10 +81,14 @@ fn parse_frame_folder(name: &str) -> Option<(u64, u64)> {
 }
 
 fn read_meta_file(path: &Path, data: &mut EvalData) -> Result<(), EvalError> {
-    let folder_name = |p: Option<&Path>| p.and_then(|p| p.file_name()).and_then(|n| n.to_str()).map(str::to_string);
+    let folder_name = |p: Option<&Path>| {
+        p.and_then(|p| p.file_name())
+            .and_then(|n| n.to_str())
+            .map(str::to_string)
+    };
     let frame_dir = path.parent();
-    let frame_name = folder_name(frame_dir)
-        .ok_or_else(|| EvalError::parse(path, "path", "no frame folder above meta_info.json"))?;
+    let frame_name =
+        folder_name(frame_dir).ok_or_else(|| EvalError::parse(path, "path", "no frame folder above meta_info.json"))?;
     let (frame, view) = parse_frame_folder(&frame_name)
         .ok_or_else(|| EvalError::parse(path, "path", format!("frame folder `{frame_name}` is not NNNN_k")))?;
     let sequence_dir = frame_dir.and_then(Path::parent);
@@ -121,7 +125,9 @@ fn read_meta_file(path: &Path, data: &mut EvalData) -> Result<(), EvalError> {
         let class = match entry.get("class") {
             None | Some(Value::Null) => ObjectClass::Unknown,
             Some(v) => {
-                let name = v.as_str().ok_or_else(|| EvalError::parse(path, at("class"), "not a string"))?;
+                let name = v
+                    .as_str()
+                    .ok_or_else(|| EvalError::parse(path, at("class"), "not a string"))?;
                 class_from_3eed_name(name)
                     .ok_or_else(|| EvalError::parse(path, at("class"), format!("unknown class `{name}`")))?
             }
@@ -209,7 +215,9 @@ fn boxes_of(value: Option<&Value>) -> Result<Option<Vec<Box3>>, String> {
     }
     let list = value.as_array().ok_or("not a list")?;
     let numbers = |v: &[Value]| -> Result<Vec<f64>, String> {
-        v.iter().map(|x| x.as_f64().ok_or_else(|| format!("`{x}` is not a number"))).collect()
+        v.iter()
+            .map(|x| x.as_f64().ok_or_else(|| format!("`{x}` is not a number")))
+            .collect()
     };
     if list.iter().all(Value::is_array) && !list.is_empty() {
         list.iter()
@@ -261,7 +269,11 @@ mod tests {
         assert_eq!(d.queries[1].frame.frame, 2);
         // Two quad boxes + the waymo car and pedestrian, each once.
         assert_eq!(d.boxes.len(), 4);
-        let waymo: Vec<_> = d.boxes.iter().filter(|b| b.platform == Some(Platform::Vehicle)).collect();
+        let waymo: Vec<_> = d
+            .boxes
+            .iter()
+            .filter(|b| b.platform == Some(Platform::Vehicle))
+            .collect();
         assert_eq!(waymo.len(), 2);
         assert_eq!(waymo[0].class, ObjectClass::Vehicle);
         assert_eq!(waymo[1].class, ObjectClass::Pedestrian);
@@ -272,13 +284,25 @@ mod tests {
     #[test]
     fn malformed_entries_name_file_and_field() {
         let tmp = tempfile::tempdir().unwrap();
-        write_meta(tmp.path(), "s/0000_0", r#"{"ground_info": [{"class": "car", "bbox_3d": [1, 2]}]}"#);
+        write_meta(
+            tmp.path(),
+            "s/0000_0",
+            r#"{"ground_info": [{"class": "car", "bbox_3d": [1, 2]}]}"#,
+        );
         let e = load_3eed(tmp.path()).unwrap_err().to_string();
-        assert!(e.contains("meta_info.json: ground_info[0].bbox_3d: expected 6, 7 or 9"), "{e}");
+        assert!(
+            e.contains("meta_info.json: ground_info[0].bbox_3d: expected 6, 7 or 9"),
+            "{e}"
+        );
         let empty = tempfile::tempdir().unwrap();
         assert!(matches!(load_3eed(empty.path()), Err(EvalError::Empty { .. })));
         let bad_name = tempfile::tempdir().unwrap();
         write_meta(bad_name.path(), "s/abc", r#"{"ground_info": []}"#);
-        assert!(load_3eed(bad_name.path()).unwrap_err().to_string().contains("`abc` is not NNNN_k"));
+        assert!(
+            load_3eed(bad_name.path())
+                .unwrap_err()
+                .to_string()
+                .contains("`abc` is not NNNN_k")
+        );
     }
 }
