@@ -256,6 +256,16 @@ mod tests {
         assert!(toml::from_str::<EvalConfig>("[detection]\nrecal_score = 0.3\n").is_err());
     }
 
+    /// The TOML example in docs/eval.md spells out exactly the defaults.
+    #[test]
+    fn documented_example_is_the_default() {
+        let doc = include_str!("../../docs/eval.md");
+        let start = doc.find("```toml\n").unwrap() + "```toml\n".len();
+        let end = start + doc[start..].find("```").unwrap();
+        let c: EvalConfig = toml::from_str(&doc[start..end]).unwrap();
+        assert_eq!(c, EvalConfig::default());
+    }
+
     #[test]
     fn validate_names_the_field() {
         let mut c = EvalConfig::default();

@@ -369,3 +369,35 @@ pub fn evaluate_detection(
     }
     results
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two GT boxes; predictions (score): p0 (0.5) overlaps g0 at 0.8 and g1 at 0.6; p1 (0.9)
+    /// overlaps g0 at 0.7 only. p1 goes first and takes g0; p0 then takes g1 (0.6 > 0.5).
+    #[test]
+    fn higher_score_matches_first_and_each_gt_once() {
+        let affinity = vec![vec![0.8, 0.6], vec![0.7, 0.0]];
+        let out = match_frame(&affinity, &[0.5, 0.9], &[false, false], 0.5, ThresholdRule::Strict);
+        assert_eq!(out[1], MatchOutcome::TruePositive { gt: 0, affinity: 0.7 });
+        assert_eq!(out[0], MatchOutcome::TruePositive { gt: 1, affinity: 0.6 });
+        // At 0.6 (strict), p0 cannot take g1 any more.
+        let out = match_frame(&affinity, &[0.5, 0.9], &[false, false], 0.6, ThresholdRule::Strict);
+        assert_eq!(out[0], MatchOutcome::FalsePositive);
+        let out = match_frame(&affinity, &[0.5, 0.9], &[false, false], 0.6, ThresholdRule::Inclusive);
+        assert_eq!(out[0], MatchOutcome::TruePositive { gt: 1, affinity: 0.6 });
+    }
+
+    /// A counted GT is preferred to an ignored one even at lower affinity; a prediction that only
+    /// reaches an ignored GT is `Ignored`.
+    #[test]
+    fn ignored_gt_absorbs_but_does_not_count() {
+        let affinity = vec![vec![0.9, 0.6], vec![0.8, 0.0]];
+        let out = match_frame(&affinity, &[0.9, 0.8], &[true, false], 0.5, ThresholdRule::Strict);
+        assert_eq!(out[0], MatchOutcome::TruePositive { gt: 1, affinity: 0.6 });
+        assert_eq!(out[1], MatchOutcome::Ignored);
+        let out = match_frame(&[vec![0.3]], &[0.9], &[true], 0.5, ThresholdRule::Strict);
+        assert_eq!(out[0], MatchOutcome::FalsePositive);
+    }
+}

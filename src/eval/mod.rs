@@ -56,6 +56,14 @@ pub enum EvalError {
         /// What was looked for.
         expected: &'static str,
     },
+    /// The report could not be serialised to JSON.
+    #[error("{path}: cannot serialise the report: {reason}")]
+    Serialize {
+        /// The file it was meant for.
+        path: PathBuf,
+        /// The serialiser's message.
+        reason: String,
+    },
     /// The configuration is inconsistent (a threshold outside its range, unsorted bins).
     #[error("eval config: field `{field}`: {reason}")]
     Config {
@@ -129,7 +137,10 @@ pub fn run(
 
 /// Writes a report as pretty-printed JSON.
 pub fn write_json_report(path: &Path, report: &EvalReport) -> Result<(), EvalError> {
-    let text = serde_json::to_string_pretty(report).map_err(|e| EvalError::parse(path, "report", e.to_string()))?;
+    let text = serde_json::to_string_pretty(report).map_err(|e| EvalError::Serialize {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    })?;
     std::fs::write(path, text + "\n").map_err(|e| EvalError::io(path, e))
 }
 
