@@ -150,6 +150,52 @@ fn eval_jsonl_with_tracks_writes_expected_json() {
     assert_abs_diff_eq!(pedestrian["clear_mot"]["mota"].as_f64().unwrap(), -1.0, epsilon = 1e-12);
 }
 
+/// A config file replaces the vehicle thresholds by [0.3]: both fixture cars (IoU 0.6 and 1/3)
+/// now match → AP 1; only the 0.3 result exists.
+#[test]
+fn eval_reads_a_config_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("eval.toml");
+    std::fs::write(&config, "[detection.thresholds]\nvehicle = [0.3]\n").unwrap();
+    let gt = fixture("3eed-gt");
+    let pred = fixture("3eed-pred");
+    let (_, report) = run_eval(&[
+        "--gt",
+        gt.to_str().unwrap(),
+        "--pred",
+        pred.to_str().unwrap(),
+        "--config",
+        config.to_str().unwrap(),
+    ]);
+    let vehicle: Vec<&Value> = report["detection"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["class"] == "vehicle")
+        .collect();
+    assert_eq!(vehicle.len(), 2, "bev and 3d at 0.3 only");
+    for v in vehicle {
+        assert_eq!(v["threshold"].as_f64(), Some(0.3));
+        assert_abs_diff_eq!(v["ap_all_points"].as_f64().unwrap(), 1.0, epsilon = 1e-12);
+    }
+    std::fs::write(&config, "[detection]\nrecal_score = 0.3\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_boxlayer"))
+        .args(["eval", "--gt"])
+        .arg(&gt)
+        .arg("--pred")
+        .arg(&pred)
+        .arg("--config")
+        .arg(&config)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("eval.toml") && stderr.contains("recal_score"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn eval_reports_bad_input_with_its_path() {
     let out = Command::new(env!("CARGO_BIN_EXE_boxlayer"))

@@ -62,6 +62,18 @@ pub enum GroundingIou {
     RotatedBev,
 }
 
+impl GroundingIou {
+    /// The name used in configs and reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GroundingIou::RotatedVsAxisAligned3d => "rotated_vs_axis_aligned_3d",
+            GroundingIou::RotatedVsAxisAlignedBev => "rotated_vs_axis_aligned_bev",
+            GroundingIou::Rotated3d => "rotated_3d",
+            GroundingIou::RotatedBev => "rotated_bev",
+        }
+    }
+}
+
 /// The grounding IoU of a prediction against a GT box.
 pub fn grounding_iou(kind: GroundingIou, gt: &Box3, pred: &Box3) -> f64 {
     match kind {

@@ -44,13 +44,18 @@ impl fmt::Display for EvalReport {
             self.num_gt_boxes, self.num_pred_boxes
         )?;
         if !self.detection.is_empty() {
-            writeln!(out, "\ndetection (AP in %)")?;
+            let score = self.detection.first().map_or(0.0, |d| d.score_threshold);
+            writeln!(
+                out,
+                "\ndetection (AP and recall in %; rec@s = recall at score >= {score}; mean errors of matches)"
+            )?;
             writeln!(
                 out,
                 "{:<11} {:<4} {:>5} {:>7} {:>7} {:>7} {:>7} {:>8} {:>8} {:>8} {:>8}",
                 "class", "iou", "thr", "num_gt", "num_tp", "AP_R40", "AP_all", "rec@s", "ctr_m", "size_m", "yaw_rad"
             )?;
-            for d in &self.detection {
+            // Classes with neither GT nor predictions are in the JSON only.
+            for d in self.detection.iter().filter(|d| d.num_gt > 0 || d.num_pred > 0) {
                 let size = d.errors.mean_size_error_m.map(|s| (s[0] + s[1] + s[2]) / 3.0);
                 writeln!(
                     out,
@@ -68,14 +73,17 @@ impl fmt::Display for EvalReport {
                     num(d.errors.mean_yaw_error_rad, 3),
                 )?;
             }
-            writeln!(out, "\ndetection breakdowns (AP_R40 in %)")?;
+            writeln!(
+                out,
+                "\ndetection breakdowns (AP in %; bins without GT or predictions left out)"
+            )?;
             writeln!(
                 out,
                 "{:<11} {:<4} {:>5} {:<9} {:<10} {:>7} {:>7} {:>7}",
                 "class", "iou", "thr", "by", "bin", "num_gt", "AP_R40", "AP_all"
             )?;
             for d in &self.detection {
-                for b in &d.breakdowns {
+                for b in d.breakdowns.iter().filter(|b| b.num_gt > 0 || b.num_pred > 0) {
                     writeln!(
                         out,
                         "{:<11} {:<4} {:>5.2} {:<9} {:<10} {:>7} {:>7} {:>7}",
@@ -137,10 +145,7 @@ impl fmt::Display for EvalReport {
             writeln!(
                 out,
                 "\ngrounding ({} IoU, correct when IoU {} δ; in %)",
-                serde_json::to_value(g.iou)
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_string))
-                    .unwrap_or_default(),
+                g.iou.as_str(),
                 g.threshold_rule
             )?;
             let mut header = format!("{:<14} {:>8}", "subset", "queries");
