@@ -1,6 +1,6 @@
-//! Small convex polygons in the plane on the stack: half-plane clipping (Sutherland–Hodgman),
-//! convex–convex intersection area, shoelace area and the convex hull of a few points. Used by
-//! the BEV IoU/GIoU queries and by the polyhedron faces; never allocates.
+//! Small convex polygons in the plane on the stack: clipping by an axis-aligned rectangle
+//! (Sutherland–Hodgman), shoelace area and the convex hull of a few points. Used by
+//! the BEV IoU/GIoU queries and the 3D hull's faces; never allocates.
 
 use nalgebra::Point2;
 
@@ -51,25 +51,26 @@ impl ConvexPolygon {
         signed_area(self.vertices())
     }
 
-    /// The part of this polygon on the left of the directed line `from → to` (boundary kept).
+    /// Writes into `out` the part of this polygon where `sign · p[axis] ≤ bound` (boundary
+    /// kept), `axis` 0 for x and 1 for y, `sign` ±1.
     ///
-    /// Vertices are classified by the sign of the cross product alone, with no tolerance: a new
+    /// Vertices are classified by the sign of their distance alone, with no tolerance: a new
     /// vertex is made only where an edge's end points lie strictly on opposite sides, so the
     /// division is never by zero, and vertices on or near the line yield new vertices on or near
     /// the line. The clipped area is therefore continuous in the input, which is what makes
     /// coincident and parallel edges harmless.
-    pub(crate) fn clip_left_of(&self, from: Point2<f64>, to: Point2<f64>) -> Self {
-        let mut out = Self::empty();
+    fn clip_axis_into(&self, axis: usize, sign: f64, bound: f64, out: &mut ConvexPolygon) {
+        out.len = 0;
         let n = self.len;
         if n == 0 {
-            return out;
+            return;
         }
-        let dir = to - from;
-        let side = |p: Point2<f64>| dir.x * (p.y - from.y) - dir.y * (p.x - from.x);
+        // Positive inside.
+        let inside = |p: &Point2<f64>| bound - sign * p[axis];
         let mut prev = self.vertices[n - 1];
-        let mut d_prev = side(prev);
+        let mut d_prev = inside(&prev);
         for &cur in self.vertices() {
-            let d_cur = side(cur);
+            let d_cur = inside(&cur);
             if d_cur >= 0.0 {
                 if d_prev < 0.0 {
                     out.push(crossing(prev, cur, d_prev, d_cur));
@@ -81,7 +82,6 @@ impl ConvexPolygon {
             prev = cur;
             d_prev = d_cur;
         }
-        out
     }
 }
 
@@ -89,6 +89,25 @@ impl ConvexPolygon {
 fn crossing(p: Point2<f64>, q: Point2<f64>, d_p: f64, d_q: f64) -> Point2<f64> {
     let t = d_p / (d_p - d_q);
     p + (q - p) * t
+}
+
+/// The area of the intersection of a convex counter-clockwise polygon with the centred
+/// axis-aligned rectangle |x| ≤ `half_x`, |y| ≤ `half_y` (Sutherland–Hodgman, two buffers on
+/// the stack used in turn).
+pub(crate) fn intersection_area_with_centered_rect(subject: &[Point2<f64>], half_x: f64, half_y: f64) -> f64 {
+    let mut a = ConvexPolygon::from_vertices(subject);
+    let mut b = ConvexPolygon::empty();
+    for (axis, half) in [(0, half_x), (1, half_y)] {
+        a.clip_axis_into(axis, 1.0, half, &mut b);
+        if b.len < 3 {
+            return 0.0;
+        }
+        b.clip_axis_into(axis, -1.0, half, &mut a);
+        if a.len < 3 {
+            return 0.0;
+        }
+    }
+    a.area().max(0.0)
 }
 
 /// The signed area of a polygon (positive when counter-clockwise), 0 for fewer than 3 vertices.
@@ -106,19 +125,6 @@ pub(crate) fn signed_area(vertices: &[Point2<f64>]) -> f64 {
         twice += a.x * b.y - a.y * b.x;
     }
     0.5 * twice
-}
-
-/// The area of the intersection of two convex counter-clockwise polygons.
-pub(crate) fn intersection_area(subject: &[Point2<f64>], clip: &[Point2<f64>]) -> f64 {
-    let mut poly = ConvexPolygon::from_vertices(subject);
-    let n = clip.len();
-    for i in 0..n {
-        poly = poly.clip_left_of(clip[i], clip[(i + 1) % n]);
-        if poly.len < 3 {
-            return 0.0;
-        }
-    }
-    poly.area().max(0.0)
 }
 
 /// The convex hull of at most `POLYGON_CAPACITY` points (Andrew's monotone chain),
@@ -169,23 +175,70 @@ mod tests {
 
     #[test]
     fn overlapping_squares() {
-        assert_abs_diff_eq!(intersection_area(&square(0.0, 0.0, 2.0), &square(1.0, 1.5, 2.0)), 0.5);
+        // [0, 2]² against [−1, 1]²: the unit square [0, 1]².
+        assert_abs_diff_eq!(
+            intersection_area_with_centered_rect(&square(0.0, 0.0, 2.0), 1.0, 1.0),
+            1.0
+        );
+        // [0.5, 2.5] × [−3, −1] against [−1, 1] × [−2, 2]: 0.5 × 1.
+        let rect = [
+            Point2::new(0.5, -3.0),
+            Point2::new(2.5, -3.0),
+            Point2::new(2.5, -1.0),
+            Point2::new(0.5, -1.0),
+        ];
+        assert_abs_diff_eq!(intersection_area_with_centered_rect(&rect, 1.0, 2.0), 0.5);
+    }
+
+    #[test]
+    fn a_diamond_in_a_square() {
+        // The diamond |x| + |y| ≤ 1 against [−0.5, 0.5]²: the square's corners (±0.5, ±0.5) have
+        // |x| + |y| = 1, so the whole square lies inside the diamond.
+        let diamond = [
+            Point2::new(1.0, 0.0),
+            Point2::new(0.0, 1.0),
+            Point2::new(-1.0, 0.0),
+            Point2::new(0.0, -1.0),
+        ];
+        assert_abs_diff_eq!(
+            intersection_area_with_centered_rect(&diamond, 0.5, 0.5),
+            1.0,
+            epsilon = 1e-15
+        );
+        // Against [−1, 1] × [−0.5, 0.5]: the diamond loses two triangles of area 1/4 each.
+        assert_abs_diff_eq!(
+            intersection_area_with_centered_rect(&diamond, 1.0, 0.5),
+            1.5,
+            epsilon = 1e-15
+        );
     }
 
     #[test]
     fn identical_and_edge_sharing_squares() {
-        let a = square(0.0, 0.0, 1.0);
-        assert_abs_diff_eq!(intersection_area(&a, &a), 1.0, epsilon = 1e-15);
+        let a = square(-0.5, -0.5, 1.0);
+        assert_abs_diff_eq!(intersection_area_with_centered_rect(&a, 0.5, 0.5), 1.0, epsilon = 1e-15);
         // Touching along an edge, and touching at a corner: zero area.
-        assert_abs_diff_eq!(intersection_area(&a, &square(1.0, 0.0, 1.0)), 0.0);
-        assert_abs_diff_eq!(intersection_area(&a, &square(1.0, 1.0, 1.0)), 0.0);
+        assert_abs_diff_eq!(
+            intersection_area_with_centered_rect(&square(0.5, -0.5, 1.0), 0.5, 0.5),
+            0.0
+        );
+        assert_abs_diff_eq!(
+            intersection_area_with_centered_rect(&square(0.5, 0.5, 1.0), 0.5, 0.5),
+            0.0
+        );
         // Sharing two edges (a corner square inside).
-        assert_abs_diff_eq!(intersection_area(&a, &square(0.0, 0.0, 0.5)), 0.25, epsilon = 1e-15);
+        assert_abs_diff_eq!(
+            intersection_area_with_centered_rect(&square(-0.5, -0.5, 0.5), 0.5, 0.5),
+            0.25
+        );
     }
 
     #[test]
     fn disjoint_squares() {
-        assert_eq!(intersection_area(&square(0.0, 0.0, 1.0), &square(3.0, 0.0, 1.0)), 0.0);
+        assert_eq!(
+            intersection_area_with_centered_rect(&square(3.0, 0.0, 1.0), 0.5, 0.5),
+            0.0
+        );
     }
 
     #[test]
@@ -196,7 +249,11 @@ mod tests {
             Point2::new(1.0, 0.0),
             Point2::new(0.0, 0.0),
         ];
-        assert_eq!(intersection_area(&line, &square(0.0, -0.5, 1.0)), 0.0);
+        assert_eq!(intersection_area_with_centered_rect(&line, 2.0, 2.0), 0.0);
+        assert_eq!(
+            intersection_area_with_centered_rect(&square(0.0, 0.0, 1.0), 0.0, 2.0),
+            0.0
+        );
         assert_eq!(signed_area(&line[..2]), 0.0);
     }
 

@@ -30,10 +30,11 @@ fn giou(intersection: f64, union: f64, enclosing: f64) -> f64 {
 /// The area of the convex hull of both footprints, relative to `fa`'s centre.
 fn enclosing_area(fa: &Footprint, fb: &Footprint) -> f64 {
     let d = fb.center - fa.center;
+    let (oa, ob) = (fa.corner_offsets(), fb.corner_offsets());
     let mut points = [Point2::origin(); 8];
     for k in 0..4 {
-        points[k] = Point2::from(fa.offsets[k]);
-        points[k + 4] = Point2::from(d + fb.offsets[k]);
+        points[k] = Point2::from(oa[k]);
+        points[k + 4] = Point2::from(d + ob[k]);
     }
     convex_hull(&points).area()
 }
@@ -49,8 +50,14 @@ pub fn giou_bev(a: &Box3, b: &Box3) -> f64 {
 /// The 3D GIoU: for two yaw-only boxes (|pitch|, |roll| ≤ `EPS`) C is the convex hull of the
 /// footprints × the union z span; otherwise `giou_3d_9dof`. In [−1, 1] and ≤ `iou_3d`.
 pub fn giou_3d(a: &Box3, b: &Box3) -> f64 {
-    if !(a.is_yaw_only(EPS) && b.is_yaw_only(EPS)) {
-        return giou_3d_9dof(a, b);
+    giou_3d_eps(a, b, EPS)
+}
+
+/// `giou_3d` with an explicit tolerance `eps`: the angle (rad) under which pitch and roll count
+/// as zero, and the distance (m) of `giou_3d_9dof_eps`.
+pub fn giou_3d_eps(a: &Box3, b: &Box3, eps: f64) -> f64 {
+    if !(a.is_yaw_only(eps) && b.is_yaw_only(eps)) {
+        return giou_3d_9dof_eps(a, b, eps);
     }
     let (fa, fb) = (Footprint::of(a), Footprint::of(b));
     let (a_lo, a_hi) = (a.z - 0.5 * a.h, a.z + 0.5 * a.h);

@@ -4,16 +4,19 @@
 
 use nalgebra::{Point2, Vector2};
 
-use super::convex_polygon::intersection_area;
+use super::convex_polygon::intersection_area_with_centered_rect;
 use super::polyhedron::box_intersection_volume;
 use super::{Box3, EPS};
 
-/// A box's footprint, prepared once for many BEV queries (NMS, benches): the centre, the corner
-/// offsets from it (counter-clockwise), the area and the circumscribed circle's radius.
+/// A box's footprint, prepared once for many BEV queries (NMS, benches): the centre, the yaw's
+/// cosine and sine, the half length and width, the area and the circumscribed circle's radius.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Footprint {
     pub(crate) center: Point2<f64>,
-    pub(crate) offsets: [Vector2<f64>; 4],
+    cos: f64,
+    sin: f64,
+    half_l: f64,
+    half_w: f64,
     pub(crate) area: f64,
     radius: f64,
 }
@@ -22,33 +25,54 @@ impl Footprint {
     /// The footprint of `b` (x, y, l, w, yaw). A box with a zero, negative or NaN length or width
     /// has area 0 and intersects nothing.
     pub(crate) fn of(b: &Box3) -> Self {
-        let (s, c) = b.yaw.sin_cos();
-        let (hl, hw) = (0.5 * b.l, 0.5 * b.w);
+        let (sin, cos) = b.yaw.sin_cos();
+        let (half_l, half_w) = (0.5 * b.l, 0.5 * b.w);
         let valid = b.l > 0.0 && b.w > 0.0;
         Self {
             center: Point2::new(b.x, b.y),
-            offsets: [(hl, hw), (-hl, hw), (-hl, -hw), (hl, -hw)]
-                .map(|(lx, ly)| Vector2::new(c * lx - s * ly, s * lx + c * ly)),
+            cos,
+            sin,
+            half_l,
+            half_w,
             area: if valid { b.l * b.w } else { 0.0 },
-            radius: if valid { hl.hypot(hw) } else { f64::NEG_INFINITY },
+            radius: if valid { (half_l * half_l + half_w * half_w).sqrt() } else { f64::NEG_INFINITY },
         }
     }
 
-    /// The area common to both footprints, computed in coordinates relative to `self`'s centre.
+    /// The corners' offsets from the centre, counter-clockwise from local (+l/2, +w/2).
+    pub(crate) fn corner_offsets(&self) -> [Vector2<f64>; 4] {
+        let (c, s) = (self.cos, self.sin);
+        [(1.0, 1.0), (-1.0, 1.0), (-1.0, -1.0), (1.0, -1.0)].map(|(sx, sy)| {
+            let (lx, ly) = (sx * self.half_l, sy * self.half_w);
+            Vector2::new(c * lx - s * ly, s * lx + c * ly)
+        })
+    }
+
+    /// The area common to both footprints.
+    ///
+    /// Computed in `other`'s box frame, where `other` is the centred axis-aligned rectangle
+    /// |x| ≤ l/2, |y| ≤ w/2: `self`'s corners are brought there with the relative rotation
+    /// (from the stored cosines and sines, no trigonometry) and clipped by the four axis lines.
     pub(crate) fn intersection_area(&self, other: &Footprint) -> f64 {
         if self.area <= 0.0 || other.area <= 0.0 {
             return 0.0;
         }
-        let d = other.center - self.center;
+        let d = self.center - other.center;
         let reach = self.radius + other.radius;
         // Circumscribed circles apart (or a NaN centre): no overlap, skip the clipping.
         let circles_meet = d.norm_squared() <= reach * reach;
         if !circles_meet {
             return 0.0;
         }
-        let a = self.offsets.map(Point2::from);
-        let b = other.offsets.map(|o| Point2::from(d + o));
-        intersection_area(&a, &b)
+        let (co, so) = (other.cos, other.sin);
+        // Rotation by (yaw_self − yaw_other) and self's centre, both in other's frame.
+        let (c, s) = (self.cos * co + self.sin * so, self.sin * co - self.cos * so);
+        let center = Point2::new(co * d.x + so * d.y, co * d.y - so * d.x);
+        let corners = [(1.0, 1.0), (-1.0, 1.0), (-1.0, -1.0), (1.0, -1.0)].map(|(sx, sy)| {
+            let (lx, ly) = (sx * self.half_l, sy * self.half_w);
+            center + Vector2::new(c * lx - s * ly, s * lx + c * ly)
+        });
+        intersection_area_with_centered_rect(&corners, other.half_l, other.half_w)
     }
 
     /// The BEV IoU of two footprints.
@@ -104,10 +128,16 @@ pub fn iou_3d_9dof_eps(a: &Box3, b: &Box3, eps: f64) -> f64 {
 /// The exact 3D IoU of two boxes: the yaw-only formula when both have |pitch|, |roll| ≤ `EPS`,
 /// otherwise `iou_3d_9dof`. Zero-size or non-finite boxes give 0.
 pub fn iou_3d(a: &Box3, b: &Box3) -> f64 {
-    if a.is_yaw_only(EPS) && b.is_yaw_only(EPS) {
+    iou_3d_eps(a, b, EPS)
+}
+
+/// `iou_3d` with an explicit tolerance `eps`: the angle (rad) under which pitch and roll count
+/// as zero, and the coplanarity distance (m) of `iou_3d_9dof_eps`.
+pub fn iou_3d_eps(a: &Box3, b: &Box3, eps: f64) -> f64 {
+    if a.is_yaw_only(eps) && b.is_yaw_only(eps) {
         iou_3d_yaw_only(a, b)
     } else {
-        iou_3d_9dof(a, b)
+        iou_3d_9dof_eps(a, b, eps)
     }
 }
 
@@ -318,7 +348,51 @@ mod tests {
         assert_abs_diff_eq!(iou_3d_9dof(&a, &b), 1.0 / 3.0, epsilon = 1e-12);
     }
 
+    /// `b` moved by `fraction` of its extent along its own local axis `axis` (0 = x, 1 = y, 2 = z).
+    fn slid_along_own_axis(b: &Box3, axis: usize, fraction: f64) -> Box3 {
+        let mut local = Vector3::zeros();
+        local[axis] = fraction * b.size()[axis];
+        let shift = b.rotation() * local;
+        Box3 {
+            x: b.x + shift.x,
+            y: b.y + shift.y,
+            z: b.z + shift.z,
+            ..*b
+        }
+    }
+
     proptest! {
+        /// A copy slid by a fraction f of its extent along its own axis shares four faces' planes
+        /// with the original (the coplanar case) and overlaps by 1 − f: IoU = (1 − f) / (1 + f).
+        #[test]
+        fn copy_slid_along_its_own_axis(b in box_9dof(), axis in 0usize..3, fraction in 0.0..1.0) {
+            let moved = slid_along_own_axis(&b, axis, fraction);
+            let expected = (1.0 - fraction) / (1.0 + fraction);
+            let got = iou_3d_9dof(&b, &moved);
+            prop_assert!((got - expected).abs() < 1e-9, "{got} vs {expected}");
+            // Touching exactly face to face.
+            let touching = iou_3d_9dof(&b, &slid_along_own_axis(&b, axis, 1.0));
+            prop_assert!(touching.abs() < 1e-9, "{touching}");
+            let yaw_only = Box3 { pitch: 0.0, roll: 0.0, ..b };
+            if axis < 2 {
+                let bev = iou_bev(&yaw_only, &slid_along_own_axis(&yaw_only, axis, fraction));
+                prop_assert!((bev - expected).abs() < 1e-9, "{bev} vs {expected}");
+            }
+        }
+
+        /// Tilts far below and far above the coplanarity tolerance change the IoU continuously.
+        #[test]
+        fn nearly_yaw_only_pairs_are_continuous(a in box_7dof(), b in box_7dof(), exponent in -13.0f64..-7.0, sign in prop::bool::ANY) {
+            let tilt = if sign { 10f64.powf(exponent) } else { -(10f64.powf(exponent)) };
+            let a_tilted = Box3 { pitch: tilt, ..a };
+            let b_tilted = Box3 { roll: -tilt, ..b };
+            let flat = iou_3d_yaw_only(&a, &b);
+            let tilted = iou_3d_9dof(&a_tilted, &b_tilted);
+            prop_assert!((flat - tilted).abs() < 1e-5, "{flat} vs {tilted} at tilt {tilt}");
+            let self_iou = iou_3d_9dof(&a, &a_tilted);
+            prop_assert!((self_iou - 1.0).abs() < 1e-5, "{self_iou} at tilt {tilt}");
+        }
+
         #[test]
         fn bev_iou_properties(a in box_7dof(), b in box_7dof(), angle in -PI..PI, dx in -50.0..50.0, dy in -50.0..50.0) {
             let ab = iou_bev(&a, &b);

@@ -15,9 +15,9 @@ pub mod pose;
 
 pub use box3::{Box3, wrap_angle};
 pub use corners::{aabb, bev_corners, box_corners};
-pub use giou::{giou_3d, giou_3d_9dof, giou_3d_9dof_eps, giou_bev};
+pub use giou::{giou_3d, giou_3d_9dof, giou_3d_9dof_eps, giou_3d_eps, giou_bev};
 pub use iou::{
-    iou_3d, iou_3d_9dof, iou_3d_9dof_eps, iou_3d_yaw_only, iou_bev, iou_bev_rotated_vs_axis_aligned,
+    iou_3d, iou_3d_9dof, iou_3d_9dof_eps, iou_3d_eps, iou_3d_yaw_only, iou_bev, iou_bev_rotated_vs_axis_aligned,
     iou_rotated_vs_axis_aligned,
 };
 pub use nms::{nms_bev, nms_circle};
