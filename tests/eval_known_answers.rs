@@ -450,3 +450,41 @@ fn breakdowns_and_zero_point_ignoring() {
     assert_abs_diff_eq!(d.ap_all_points.unwrap(), 0.5, epsilon = 1e-12);
     assert_abs_diff_eq!(d.ap_r40.unwrap(), 0.5, epsilon = 1e-12);
 }
+
+/// CLEAR-MOT continuity: the object is matched to track "1" in frame 0. In frame 1 track "2" sits
+/// exactly on it and track "1" is 1.5 m off — still inside the 2 m gate — so the correspondence is
+/// kept: no switch, track "2" is a false positive. A second object matched only in 1 of its
+/// 5 frames is mostly lost (1/5 ≤ 0.2); the first, matched in 2 of 2, is mostly tracked.
+#[test]
+fn existing_correspondence_is_kept_within_the_gate() {
+    let at = |x: f64| Box3::new(x, 0.0, 0.0, 4.0, 2.0, 1.5, 0.0);
+    let far = |x: f64| Box3::new(x, 30.0, 0.0, 4.0, 2.0, 1.5, 0.0);
+    let mut gt = vec![
+        eval_box("s", 0, at(0.0), ObjectClass::Vehicle, 1.0, Some("obj")),
+        eval_box("s", 1, at(1.0), ObjectClass::Vehicle, 1.0, Some("obj")),
+    ];
+    let mut pred = vec![
+        eval_box("s", 0, at(0.0), ObjectClass::Vehicle, 0.9, Some("1")),
+        eval_box("s", 1, at(2.5), ObjectClass::Vehicle, 0.9, Some("1")),
+        eval_box("s", 1, at(1.0), ObjectClass::Vehicle, 0.9, Some("2")),
+    ];
+    for f in 0..5u64 {
+        gt.push(eval_box("s", f, far(0.0), ObjectClass::Vehicle, 1.0, Some("lost")));
+    }
+    pred.push(eval_box("s", 4, far(0.0), ObjectClass::Vehicle, 0.9, Some("3")));
+    let m = eval::clear_mot(
+        &gt,
+        &pred,
+        ObjectClass::Vehicle,
+        &TrackingConfig::default(),
+        ThresholdRule::Strict,
+    );
+    assert_eq!(m.id_switches, 0);
+    assert_eq!((m.num_matches, m.false_positives, m.false_negatives), (3, 1, 4));
+    assert_eq!(
+        (m.num_gt_tracks, m.mostly_tracked, m.mostly_lost, m.partially_tracked),
+        (2, 1, 1, 0)
+    );
+    // MOTP over the matches: distances 0, 1.5, 0 → 0.5 m.
+    assert_abs_diff_eq!(m.motp_center_m.unwrap(), 0.5, epsilon = 1e-12);
+}

@@ -35,7 +35,11 @@ impl Footprint {
             half_l,
             half_w,
             area: if valid { b.l * b.w } else { 0.0 },
-            radius: if valid { (half_l * half_l + half_w * half_w).sqrt() } else { f64::NEG_INFINITY },
+            radius: if valid {
+                (half_l * half_l + half_w * half_w).sqrt()
+            } else {
+                f64::NEG_INFINITY
+            },
         }
     }
 
