@@ -8,6 +8,7 @@
 
 pub mod cloud;
 pub mod detect;
+pub mod eval;
 pub mod frame;
 pub mod geometry;
 pub mod inspect;

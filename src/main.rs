@@ -22,6 +22,24 @@ enum Command {
         /// The file to summarise.
         file: PathBuf,
     },
+    /// Evaluate predictions against ground truth: detection AP, tracking CLEAR-MOT/AMOTA, grounding Acc@δ/mIoU.
+    Eval {
+        /// Ground truth: a 3EED-layout folder or a JSON-lines box list.
+        #[arg(long)]
+        gt: PathBuf,
+        /// Predictions, in the same format as the ground truth.
+        #[arg(long)]
+        pred: PathBuf,
+        /// Input format, `3eed` or `jsonl`; by default a folder is 3eed and a file jsonl.
+        #[arg(long)]
+        format: Option<boxlayer::eval::InputFormat>,
+        /// Also write the full results as JSON to this file.
+        #[arg(long)]
+        json: Option<PathBuf>,
+        /// An `EvalConfig` TOML file; defaults apply to everything it leaves out.
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -43,6 +61,28 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Inspect { file } => {
             let summary = boxlayer::inspect::inspect(&file).with_context(|| format!("inspect {}", file.display()))?;
             print!("{summary}");
+        }
+        Command::Eval {
+            gt,
+            pred,
+            format,
+            json,
+            config,
+        } => {
+            let config = match config {
+                Some(path) => boxlayer::eval::read_config(&path)?,
+                None => boxlayer::eval::EvalConfig::default(),
+            };
+            let format = format.unwrap_or(if gt.is_dir() {
+                boxlayer::eval::InputFormat::ThreeEed
+            } else {
+                boxlayer::eval::InputFormat::Jsonl
+            });
+            let report = boxlayer::eval::run(&gt, &pred, format, &config).context("eval")?;
+            print!("{report}");
+            if let Some(path) = json {
+                boxlayer::eval::write_json_report(&path, &report)?;
+            }
         }
     }
     Ok(())

@@ -1,0 +1,182 @@
+//! The JSON-lines box list: one JSON object per line, one box per object (format in `docs/eval.md`).
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use serde::Deserialize;
+
+use super::{EvalBox, EvalData, FrameKey, GroundingQuery, box_from_values, class_from_3eed_name};
+use crate::eval::EvalError;
+use crate::frame::Platform;
+
+/// An id written as a string or as a non-negative integer.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum IdValue {
+    Text(String),
+    Number(u64),
+}
+
+impl IdValue {
+    fn into_string(self) -> String {
+        match self {
+            IdValue::Text(s) => s,
+            IdValue::Number(n) => n.to_string(),
+        }
+    }
+}
+
+/// One line as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BoxLine {
+    sequence: String,
+    frame: u64,
+    #[serde(rename = "box")]
+    values: Vec<f64>,
+    class: Option<String>,
+    score: Option<f64>,
+    track_id: Option<IdValue>,
+    num_points: Option<u64>,
+    platform: Option<Platform>,
+    query: Option<IdValue>,
+}
+
+/// Reads a JSON-lines box list. Lines with a `query` field are grounding boxes (grouped into
+/// queries by that id, in order of first appearance); the others are detection/tracking boxes.
+/// Blank lines are skipped.
+pub fn load_jsonl(path: &Path) -> Result<EvalData, EvalError> {
+    let text = std::fs::read_to_string(path).map_err(|e| EvalError::io(path, e))?;
+    let mut data = EvalData::default();
+    let mut query_index: HashMap<String, usize> = HashMap::new();
+    let mut lines = 0usize;
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        lines += 1;
+        let at = || format!("line {}", i + 1);
+        let raw: BoxLine = serde_json::from_str(line).map_err(|e| EvalError::parse(path, at(), e.to_string()))?;
+        let bbox =
+            box_from_values(&raw.values).map_err(|r| EvalError::parse(path, format!("{}: field `box`", at()), r))?;
+        let frame = FrameKey {
+            sequence: raw.sequence,
+            frame: raw.frame,
+        };
+        if let Some(query) = raw.query {
+            let id = query.into_string();
+            match query_index.get(&id) {
+                Some(&q) => {
+                    let existing = &mut data.queries[q];
+                    if existing.frame != frame {
+                        return Err(EvalError::parse(
+                            path,
+                            format!("{}: field `query`", at()),
+                            format!(
+                                "query `{id}` was first given on {:?}, here on {:?}",
+                                existing.frame, frame
+                            ),
+                        ));
+                    }
+                    existing.boxes.push(bbox);
+                }
+                None => {
+                    query_index.insert(id.clone(), data.queries.len());
+                    data.queries.push(GroundingQuery {
+                        id,
+                        frame,
+                        platform: raw.platform,
+                        boxes: vec![bbox],
+                    });
+                }
+            }
+            continue;
+        }
+        let class_name = raw
+            .class
+            .ok_or_else(|| EvalError::parse(path, at(), "missing field `class` on a detection box"))?;
+        let class = class_from_3eed_name(&class_name).ok_or_else(|| {
+            EvalError::parse(
+                path,
+                format!("{}: field `class`", at()),
+                format!("unknown class `{class_name}`"),
+            )
+        })?;
+        let score = raw.score.unwrap_or(1.0);
+        if !score.is_finite() {
+            return Err(EvalError::parse(
+                path,
+                format!("{}: field `score`", at()),
+                "score must be finite",
+            ));
+        }
+        data.boxes.push(EvalBox {
+            frame,
+            bbox,
+            class,
+            score,
+            track_id: raw.track_id.map(IdValue::into_string),
+            num_points: raw.num_points,
+            platform: raw.platform,
+        });
+    }
+    if lines == 0 {
+        return Err(EvalError::Empty {
+            path: path.to_path_buf(),
+            expected: "JSON lines with one box each",
+        });
+    }
+    Ok(data)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::frame::ObjectClass;
+    use std::io::Write;
+
+    fn write(text: &str) -> tempfile::NamedTempFile {
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        f.write_all(text.as_bytes()).unwrap();
+        f
+    }
+
+    #[test]
+    fn reads_boxes_and_queries() {
+        let f = write(concat!(
+            r#"{"sequence":"s","frame":3,"box":[1,2,3,4,2,1.5,0.1],"class":"car","score":0.8,"track_id":7,"num_points":12,"platform":"drone"}"#,
+            "\n\n",
+            r#"{"sequence":"s","frame":3,"box":[0,0,0,1,1,1],"query":"q1"}"#,
+            "\n",
+            r#"{"sequence":"s","frame":3,"box":[5,0,0,1,1,1,0,0,0],"query":"q1"}"#,
+            "\n",
+        ));
+        let d = load_jsonl(f.path()).unwrap();
+        assert_eq!(d.boxes.len(), 1);
+        let b = &d.boxes[0];
+        assert_eq!((b.class, b.score, b.num_points), (ObjectClass::Vehicle, 0.8, Some(12)));
+        assert_eq!(b.track_id.as_deref(), Some("7"));
+        assert_eq!(b.platform, Some(Platform::Drone));
+        assert_eq!(b.bbox.yaw, 0.1);
+        assert_eq!(d.queries.len(), 1);
+        assert_eq!(d.queries[0].boxes.len(), 2);
+    }
+
+    #[test]
+    fn errors_name_line_and_field() {
+        let f = write("{\"sequence\":\"s\",\"frame\":0,\"box\":[1,2,3],\"class\":\"car\"}\n");
+        let e = load_jsonl(f.path()).unwrap_err().to_string();
+        assert!(e.contains("line 1: field `box`: expected 6, 7 or 9"), "{e}");
+        let f = write("{\"sequence\":\"s\",\"frame\":0,\"box\":[0,0,0,1,1,1],\"class\":\"boat\"}\n");
+        assert!(
+            load_jsonl(f.path())
+                .unwrap_err()
+                .to_string()
+                .contains("unknown class `boat`")
+        );
+        let f = write("{\"sequence\":\"s\",\"frame\":0,\"box\":[0,0,0,1,1,1],\"clas\":\"car\"}\n");
+        assert!(load_jsonl(f.path()).unwrap_err().to_string().contains("line 1"));
+        let f = write("\n");
+        assert!(matches!(load_jsonl(f.path()), Err(EvalError::Empty { .. })));
+    }
+}

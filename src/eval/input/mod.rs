@@ -1,0 +1,126 @@
+//! The evaluation inputs as plain data (`EvalBox`, `GroundingQuery`) and one small loader per input
+//! kind, chosen by `InputFormat`. Loaders read box lists only — never point clouds or images —
+//! so a new kind (boxlayer shards, simulator truth, Waymo labels) plugs in as one more function.
+
+mod jsonl;
+mod three_eed;
+
+use std::fmt;
+use std::path::Path;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+use super::EvalError;
+use crate::frame::{ObjectClass, Platform};
+use crate::geometry::Box3;
+
+pub use jsonl::load_jsonl;
+pub use three_eed::{class_from_3eed_name, load_3eed};
+
+/// Which frame of which sequence a box belongs to.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct FrameKey {
+    /// Sequence name (Waymo context name, M3ED sequence name, any string).
+    pub sequence: String,
+    /// Frame position in the sequence; tracking walks frames in this order.
+    pub frame: u64,
+}
+
+/// One box to evaluate, ground truth or prediction.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EvalBox {
+    /// The frame it belongs to.
+    pub frame: FrameKey,
+    /// The box, in whatever frame both sides share (the sensor frame for range bins).
+    pub bbox: Box3,
+    /// Canonical class.
+    pub class: ObjectClass,
+    /// Confidence (unitless); 1 for ground truth.
+    pub score: f64,
+    /// Object identity across frames, for tracking.
+    pub track_id: Option<String>,
+    /// LiDAR points inside the box, when known.
+    pub num_points: Option<u64>,
+    /// The platform that recorded the frame, when known.
+    pub platform: Option<Platform>,
+}
+
+/// One grounding query: the boxes of the referred objects (GT) or the predicted boxes (prediction).
+#[derive(Debug, Clone, PartialEq)]
+pub struct GroundingQuery {
+    /// Query id; GT and prediction queries pair up by it.
+    pub id: String,
+    /// The frame the query is asked about.
+    pub frame: FrameKey,
+    /// The platform that recorded the frame, when known.
+    pub platform: Option<Platform>,
+    /// The referred objects (GT) or the predicted boxes; several for multi-object queries.
+    pub boxes: Vec<Box3>,
+}
+
+/// Everything one side (GT or prediction) provides.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct EvalData {
+    /// Boxes for detection and tracking.
+    pub boxes: Vec<EvalBox>,
+    /// Grounding queries, in file order.
+    pub queries: Vec<GroundingQuery>,
+}
+
+/// The supported input kinds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum InputFormat {
+    /// A folder tree in the 3EED release layout (`<platform>/<sequence>/<NNNN_k>/meta_info.json`).
+    #[serde(rename = "3eed")]
+    ThreeEed,
+    /// One JSON object per line, one box per object (`docs/eval.md`).
+    Jsonl,
+}
+
+impl fmt::Display for InputFormat {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            InputFormat::ThreeEed => "3eed",
+            InputFormat::Jsonl => "jsonl",
+        })
+    }
+}
+
+impl FromStr for InputFormat {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "3eed" => Ok(InputFormat::ThreeEed),
+            "jsonl" => Ok(InputFormat::Jsonl),
+            other => Err(format!("unknown input format `{other}` (expected 3eed or jsonl)")),
+        }
+    }
+}
+
+/// Loads one side of an evaluation from a path in the given format.
+pub fn load(path: &Path, format: InputFormat) -> Result<EvalData, EvalError> {
+    match format {
+        InputFormat::ThreeEed => load_3eed(path),
+        InputFormat::Jsonl => load_jsonl(path),
+    }
+}
+
+/// A box from 6 (`cx, cy, cz, l, w, h`, axis-aligned), 7 (`+ yaw`) or 9 (`+ pitch, roll`) values.
+pub(crate) fn box_from_values(values: &[f64]) -> Result<Box3, String> {
+    let b = match values.len() {
+        6 => Box3::new(values[0], values[1], values[2], values[3], values[4], values[5], 0.0),
+        7 => Box3::new(
+            values[0], values[1], values[2], values[3], values[4], values[5], values[6],
+        ),
+        9 => Box3::from_array([
+            values[0], values[1], values[2], values[3], values[4], values[5], values[6], values[7], values[8],
+        ]),
+        n => return Err(format!("expected 6, 7 or 9 box values, got {n}")),
+    };
+    if !b.is_valid() {
+        return Err(format!("box {values:?} has a non-finite value or a negative size"));
+    }
+    Ok(b)
+}
