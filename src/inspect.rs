@@ -124,7 +124,11 @@ fn inspect_m3ed(path: &Path, bytes: u64) -> Result<String, InspectError> {
         summary.lidar_mode,
         summary.udp_profile,
         duration_s,
-        rate_hz(sweeps.len(), sweeps.first().map_or(0, |s| s.ts_start), sweeps.last().map_or(0, |s| s.ts_start)),
+        rate_hz(
+            sweeps.len(),
+            sweeps.first().map_or(0, |s| s.ts_start),
+            sweeps.last().map_or(0, |s| s.ts_start)
+        ),
     );
     match summary.images {
         Some((n, a, b)) => {

@@ -142,11 +142,21 @@ fn hand_built_packet_decodes_to_hand_computed_xyz_in_both_flavours() {
 
         let cloud = &frame.cloud;
         assert_eq!(cloud.len(), 4, "{flavour}: the bad-status column's return is dropped");
-        let Some(ChannelData::U16(ring)) = cloud.channel("ring") else { panic!() };
-        let Some(ChannelData::U16(column)) = cloud.channel("column") else { panic!() };
-        let Some(ChannelData::U16(image_column)) = cloud.channel("image_column") else { panic!() };
-        let Some(ChannelData::F32(range)) = cloud.channel("range") else { panic!() };
-        let Some(ChannelData::I64(time)) = cloud.channel("time") else { panic!() };
+        let Some(ChannelData::U16(ring)) = cloud.channel("ring") else {
+            panic!()
+        };
+        let Some(ChannelData::U16(column)) = cloud.channel("column") else {
+            panic!()
+        };
+        let Some(ChannelData::U16(image_column)) = cloud.channel("image_column") else {
+            panic!()
+        };
+        let Some(ChannelData::F32(range)) = cloud.channel("range") else {
+            panic!()
+        };
+        let Some(ChannelData::I64(time)) = cloud.channel("time") else {
+            panic!()
+        };
         for (i, &(beam, c, r, refl)) in RETURNS[..4].iter().enumerate() {
             let k = (0..cloud.len())
                 .find(|&k| ring[k] as usize == beam && column[k] as usize == c)
@@ -167,8 +177,12 @@ fn hand_built_packet_decodes_to_hand_computed_xyz_in_both_flavours() {
             // 5000..5150 µs spread over columns 0..15: column c at 5000 + 10·c.
             assert_eq!(time[k], 5_000 + 10 * c as i64);
         }
-        let Some(ChannelData::U16(signal)) = cloud.channel("signal") else { panic!() };
-        let Some(ChannelData::U16(near_ir)) = cloud.channel("near_ir") else { panic!() };
+        let Some(ChannelData::U16(signal)) = cloud.channel("signal") else {
+            panic!()
+        };
+        let Some(ChannelData::U16(near_ir)) = cloud.channel("near_ir") else {
+            panic!()
+        };
         for k in 0..cloud.len() {
             assert_eq!(signal[k] as f32, 2.0 * cloud.intensity()[k]);
             assert_eq!(near_ir[k] as f32, 3.0 * cloud.intensity()[k]);

@@ -24,10 +24,30 @@ const IMU_US: i64 = 2_500;
 const CAMERA_W: u32 = 64;
 const CAMERA_H: u32 = 40;
 
+/// One written return: its pixel, the exact ray-cast point and its reflectivity.
+struct Hit {
+    pixel: (usize, usize),
+    point: Point3<f64>,
+    reflectivity: u16,
+}
+
+/// What sequence to write.
+struct Spec<'a> {
+    name: &'a str,
+    /// Sensor height above the ground plane (m).
+    height: f64,
+    sweeps: usize,
+    /// Rows written as skipped frames.
+    skipped: &'a [usize],
+    distortion: Distortion,
+    flavour: MetadataFlavour,
+    pose_times: PoseTimeType,
+}
+
 struct Written {
     data: PathBuf,
     /// Per written row (None for a skipped row): sensor-frame points keyed by (row, column).
-    points: Vec<Option<Vec<((usize, usize), Point3<f64>, u16)>>>,
+    points: Vec<Option<Vec<Hit>>>,
     ts_start: Vec<i64>,
     poses: Vec<Isometry3<f64>>,
     images: Vec<(i64, RgbImage)>,
@@ -38,12 +58,7 @@ struct Written {
 
 /// Casts every pixel's ray at a ground plane `height` below the sensor and a wall at `wall_x`
 /// ahead; returns the pixels to write and the exact hit points.
-fn cast_sweep(
-    lut: &XyzLut,
-    height: f64,
-    wall_x: f64,
-    sweep: usize,
-) -> (SweepPixels, Vec<((usize, usize), Point3<f64>, u16)>) {
+fn cast_sweep(lut: &XyzLut, height: f64, wall_x: f64, sweep: usize) -> (SweepPixels, Vec<Hit>) {
     let mut pixels = SweepPixels::empty(lut.rows(), lut.columns());
     let mut hits = Vec::new();
     for row in 0..lut.rows() {
@@ -66,7 +81,11 @@ fn cast_sweep(
             pixels.reflectivity[k] = reflectivity;
             pixels.signal[k] = (column % 1000) as u16;
             pixels.near_ir[k] = (row * 100 + sweep) as u16;
-            hits.push(((row, column), origin + dir * t, reflectivity));
+            hits.push(Hit {
+                pixel: (row, column),
+                point: origin + dir * t,
+                reflectivity,
+            });
         }
     }
     (pixels, hits)
@@ -80,16 +99,16 @@ fn image_for(j: usize) -> RgbImage {
 
 /// Writes `<name>_data.h5` and `<name>_pose_gt.h5` with `sweeps` rows; rows in `skipped` are
 /// all-zero skipped frames.
-fn write_sequence(
-    dir: &Path,
-    name: &str,
-    height: f64,
-    sweeps: usize,
-    skipped: &[usize],
-    distortion: Distortion,
-    flavour: MetadataFlavour,
-    pose_times: PoseTimeType,
-) -> Written {
+fn write_sequence(dir: &Path, spec: Spec) -> Written {
+    let Spec {
+        name,
+        height,
+        sweeps,
+        skipped,
+        distortion,
+        flavour,
+        pose_times,
+    } = spec;
     let metadata = OusterMetadata::os1_64_2048x10();
     let lut = XyzLut::new(&metadata);
     // Camera looking forward: OpenCV z (optical axis) = sensor x, x = −y, y = −z.
@@ -230,11 +249,12 @@ fn check_read_back(w: &Written, platform: Platform, name: &str) {
         for k in 0..cloud.len() {
             by_pixel.insert((rings[k] as usize, columns[k] as usize), k);
         }
-        for ((r, c), p, reflectivity) in hits {
-            let k = by_pixel[&(*r, *c)];
+        for hit in hits {
+            let k = by_pixel[&hit.pixel];
             let got = cloud.point(k);
-            assert!((got - p).norm() < 1e-3, "sweep {row} pixel ({r}, {c}): {got:?} vs {p:?}");
-            assert_eq!(cloud.intensity()[k], *reflectivity as f32);
+            let (p, pixel) = (hit.point, hit.pixel);
+            assert!((got - p).norm() < 1e-3, "sweep {row} pixel {pixel:?}: {got:?} vs {p:?}");
+            assert_eq!(cloud.intensity()[k], hit.reflectivity as f32);
         }
         // Pose: matched by time (the pose file has an extra leading pose).
         let pose = &w.poses[written_rows.iter().position(|&x| x == row).unwrap()];
@@ -253,7 +273,10 @@ fn check_read_back(w: &Written, platform: Platform, name: &str) {
         // Calibration and the LiDAR → camera chain.
         let cal = &view.calibration;
         assert_eq!(cal.distortion, w.calibration.distortion);
-        assert_eq!((cal.width, cal.height, cal.fx, cal.cy), (CAMERA_W, CAMERA_H, 50.5, 19.9));
+        assert_eq!(
+            (cal.width, cal.height, cal.fx, cal.cy),
+            (CAMERA_W, CAMERA_H, 50.5, 19.9)
+        );
         let want = w.calibration.sensor_from_camera;
         assert!((cal.sensor_from_camera.translation.vector - want.translation.vector).norm() < 1e-9);
         assert!(cal.sensor_from_camera.rotation.angle_to(&want.rotation) < 1e-9);
@@ -262,9 +285,7 @@ fn check_read_back(w: &Written, platform: Platform, name: &str) {
         let expect: Vec<_> = w
             .imu
             .iter()
-            .filter(|(t, a, g)| {
-                *t >= frame.timestamp_micros && *t <= end && a.iter().chain(g).all(|v| v.is_finite())
-            })
+            .filter(|(t, a, g)| *t >= frame.timestamp_micros && *t <= end && a.iter().chain(g).all(|v| v.is_finite()))
             .collect();
         assert_eq!(frame.imu.len(), expect.len(), "sweep {row}");
         assert!(!expect.is_empty());
@@ -282,24 +303,30 @@ fn drone_sequence_reads_back() {
     let name = "falcon_outdoor_day_penno_parking_1";
     let w = write_sequence(
         dir.path(),
-        name,
-        12.0,
-        6,
-        &[],
-        Distortion::RadTan {
-            k1: -0.1,
-            k2: 0.02,
-            p1: 0.001,
-            p2: -0.002,
-            k3: 0.0,
+        Spec {
+            name,
+            height: 12.0,
+            sweeps: 6,
+            skipped: &[],
+            distortion: Distortion::RadTan {
+                k1: -0.1,
+                k2: 0.02,
+                p1: 0.001,
+                p2: -0.002,
+                k3: 0.0,
+            },
+            flavour: MetadataFlavour::LegacyFlat,
+            pose_times: PoseTimeType::Int64,
         },
-        MetadataFlavour::LegacyFlat,
-        PoseTimeType::Int64,
     );
     check_read_back(&w, Platform::Drone, name);
     // The stored chain matches the reference: rgb_T_lidar = inv(T_rgb) · T_lidar.
     let file = hdf5::File::open(&w.data).unwrap();
-    let t_rgb = file.dataset("ovc/rgb/calib/T_to_prophesee_left").unwrap().read_raw::<f64>().unwrap();
+    let t_rgb = file
+        .dataset("ovc/rgb/calib/T_to_prophesee_left")
+        .unwrap()
+        .read_raw::<f64>()
+        .unwrap();
     let t_rgb = nalgebra::Matrix4::from_row_slice(&t_rgb);
     let rgb_from_lidar = t_rgb.try_inverse().unwrap() * w.lidar_to_pl.to_homogeneous();
     let expect = w.calibration.sensor_from_camera.inverse().to_homogeneous();
@@ -312,18 +339,20 @@ fn quadruped_sequence_with_a_skipped_frame_reads_back() {
     let name = "spot_outdoor_day_skatepark_1";
     let w = write_sequence(
         dir.path(),
-        name,
-        0.6,
-        5,
-        &[2],
-        Distortion::Equidistant {
-            k1: 0.3,
-            k2: -0.05,
-            k3: 0.01,
-            k4: -0.002,
+        Spec {
+            name,
+            height: 0.6,
+            sweeps: 5,
+            skipped: &[2],
+            distortion: Distortion::Equidistant {
+                k1: 0.3,
+                k2: -0.05,
+                k3: 0.01,
+                k4: -0.002,
+            },
+            flavour: MetadataFlavour::Nested,
+            pose_times: PoseTimeType::Float64,
         },
-        MetadataFlavour::Nested,
-        PoseTimeType::Float64,
     );
     check_read_back(&w, Platform::Quadruped, name);
     let source = M3edSource::open(&w.data, M3edConfig::default()).unwrap();
@@ -363,13 +392,15 @@ fn injected_damage_is_reported_with_its_sweep_index() {
     let name = "falcon_outdoor_day_penno_trees";
     let w = write_sequence(
         dir.path(),
-        name,
-        8.0,
-        6,
-        &[],
-        Distortion::None,
-        MetadataFlavour::LegacyFlat,
-        PoseTimeType::Int64,
+        Spec {
+            name,
+            height: 8.0,
+            sweeps: 6,
+            skipped: &[],
+            distortion: Distortion::None,
+            flavour: MetadataFlavour::LegacyFlat,
+            pose_times: PoseTimeType::Int64,
+        },
     );
     let copy = dir.path().join("falcon_damaged_data.h5");
     std::fs::copy(&w.data, &copy).unwrap();
@@ -398,10 +429,18 @@ fn injected_damage_is_reported_with_its_sweep_index() {
     let (frame, report) = source.frame_with_report(1).unwrap();
     assert_eq!(report.missing_packets, 2);
     assert_eq!(report.missing_columns(), 32);
-    assert_eq!(report.describe(), "partial sweep: 2016 of 2048 columns (2 packets missing)");
+    assert_eq!(
+        report.describe(),
+        "partial sweep: 2016 of 2048 columns (2 packets missing)"
+    );
     let columns = u16_channel(&frame.cloud, "column");
     assert!(columns.iter().all(|&c| !(80..112).contains(&c)));
-    let kept = w.points[1].as_ref().unwrap().iter().filter(|((_, c), _, _)| !(80..112).contains(c)).count();
+    let kept = w.points[1]
+        .as_ref()
+        .unwrap()
+        .iter()
+        .filter(|h| !(80..112).contains(&h.pixel.1))
+        .count();
     assert_eq!(frame.cloud.len(), kept);
 
     let (frame, report) = source.frame_with_report(3).unwrap();
@@ -414,7 +453,11 @@ fn injected_damage_is_reported_with_its_sweep_index() {
 
     let e = source.frame(4).unwrap_err();
     assert!(matches!(e, SourceError::Corrupt { .. }));
-    assert!(e.to_string().contains("sweep 4: skipped frame (all-zero row); no valid column"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("sweep 4: skipped frame (all-zero row); no valid column"),
+        "{e}"
+    );
 
     drop(source);
     // With `fail`, the skipped frame stops the open, and the partial sweeps stop their frames.
@@ -427,9 +470,16 @@ fn injected_damage_is_reported_with_its_sweep_index() {
     set_times(&copy, 5, T0 + 5 * SWEEP_US, T0 + 5 * SWEEP_US + 99_000);
     let source = M3edSource::open(&copy, fail).unwrap();
     let e = source.frame(1).unwrap_err();
-    assert!(e.to_string().contains("sweep 1: partial sweep: 2016 of 2048 columns"), "{e}");
+    assert!(
+        e.to_string().contains("sweep 1: partial sweep: 2016 of 2048 columns"),
+        "{e}"
+    );
     let e = source.frame(3).unwrap_err();
-    assert!(e.to_string().contains("sweep 3: partial sweep: 2045 of 2048 columns (3 columns with bad status)"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("sweep 3: partial sweep: 2045 of 2048 columns (3 columns with bad status)"),
+        "{e}"
+    );
     assert!(source.frame(0).is_ok());
 }
 
@@ -439,13 +489,15 @@ fn a_sweep_without_a_pose_is_skipped_and_named() {
     let name = "spot_forest_easy_1";
     let w = write_sequence(
         dir.path(),
-        name,
-        0.5,
-        3,
-        &[],
-        Distortion::None,
-        MetadataFlavour::LegacyFlat,
-        PoseTimeType::Int64,
+        Spec {
+            name,
+            height: 0.5,
+            sweeps: 3,
+            skipped: &[],
+            distortion: Distortion::None,
+            flavour: MetadataFlavour::LegacyFlat,
+            pose_times: PoseTimeType::Int64,
+        },
     );
     // Rewrite the pose file with the last sweep's pose missing.
     let times: Vec<i64> = (0..2).map(|k| T0 + k * SWEEP_US + SWEEP_US * 2047 / 2048).collect();

@@ -101,7 +101,11 @@ pub(crate) fn read_times(path: &Path, ds: &Dataset) -> Result<Vec<i64>, SourceEr
                     if t.is_finite() {
                         Ok(t.round() as i64)
                     } else {
-                        Err(SourceError::corrupt(path, format!("{} row {i}", where_(ds)), "time is not finite"))
+                        Err(SourceError::corrupt(
+                            path,
+                            format!("{} row {i}", where_(ds)),
+                            "time is not finite",
+                        ))
                     }
                 })
                 .collect()

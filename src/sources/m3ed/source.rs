@@ -164,8 +164,7 @@ fn rigid(path: &Path, what: &str, m: &[f64]) -> Result<Isometry3<f64>, SourceErr
     let m: [f64; 16] = m
         .try_into()
         .map_err(|_| SourceError::corrupt(path, what, format!("expected 16 values, got {}", m.len())))?;
-    isometry_from_row_major(&m, RIGID_EPS)
-        .ok_or_else(|| SourceError::corrupt(path, what, "not a rigid 4×4 transform"))
+    isometry_from_row_major(&m, RIGID_EPS).ok_or_else(|| SourceError::corrupt(path, what, "not a rigid 4×4 transform"))
 }
 
 impl M3edSource {
@@ -275,10 +274,7 @@ impl M3edSource {
                     _ => {
                         report(
                             row,
-                            format!(
-                                "no pose within {} µs of ts_end {end}",
-                                config.pose_tolerance_micros
-                            ),
+                            format!("no pose within {} µs of ts_end {end}", config.pose_tolerance_micros),
                         )?;
                         continue;
                     }
@@ -571,7 +567,11 @@ impl M3edSource {
             px.swap(0, 2);
         }
         let image = RgbImage::from_raw(stream.width as u32, stream.height as u32, rgb).ok_or_else(|| {
-            SourceError::corrupt(path, format!("{location}: image {k}"), "pixel count does not match its size")
+            SourceError::corrupt(
+                path,
+                format!("{location}: image {k}"),
+                "pixel count does not match its size",
+            )
         })?;
         Ok(Some(CameraView::new(
             RGB_CAMERA,
@@ -633,7 +633,11 @@ impl M3edSource {
                     })
                     .map(|(_, t)| *t)
                     .collect();
-                Some((finite.len(), finite.first().copied().unwrap_or(0), finite.last().copied().unwrap_or(0)))
+                Some((
+                    finite.len(),
+                    finite.first().copied().unwrap_or(0),
+                    finite.last().copied().unwrap_or(0),
+                ))
             }
         };
         Ok(M3edSummary {
@@ -683,7 +687,11 @@ fn nearest(times: &[i64], t: i64) -> Option<usize> {
     if i == times.len() {
         return Some(times.len() - 1);
     }
-    Some(if (times[i] - t).abs() < (t - times[i - 1]).abs() { i } else { i - 1 })
+    Some(if (times[i] - t).abs() < (t - times[i - 1]).abs() {
+        i
+    } else {
+        i - 1
+    })
 }
 
 /// A Kalibr-style calibration group (`intrinsics`, `distortion_model`, `distortion_coeffs`,
@@ -779,8 +787,16 @@ mod tests {
     #[test]
     fn file_names_give_sequence_and_platform() {
         let cases = [
-            ("/d/falcon_outdoor_day_penno_parking_1_data.h5", "falcon_outdoor_day_penno_parking_1", Platform::Drone),
-            ("spot_outdoor_day_skatepark_1_data.h5", "spot_outdoor_day_skatepark_1", Platform::Quadruped),
+            (
+                "/d/falcon_outdoor_day_penno_parking_1_data.h5",
+                "falcon_outdoor_day_penno_parking_1",
+                Platform::Drone,
+            ),
+            (
+                "spot_outdoor_day_skatepark_1_data.h5",
+                "spot_outdoor_day_skatepark_1",
+                Platform::Quadruped,
+            ),
             ("car_urban_day_horse_data.h5", "car_urban_day_horse", Platform::Vehicle),
             ("other.h5", "other", Platform::Other),
         ];
@@ -806,7 +822,9 @@ mod tests {
         std::fs::write(&p, b"not an hdf5 file at all").unwrap();
         let e = M3edSource::open(&p, M3edConfig::default()).err().unwrap();
         assert!(matches!(e, SourceError::Incompatible { .. }), "{e}");
-        let e = M3edSource::open(Path::new("seq.tfrecord"), M3edConfig::default()).err().unwrap();
+        let e = M3edSource::open(Path::new("seq.tfrecord"), M3edConfig::default())
+            .err()
+            .unwrap();
         assert!(matches!(e, SourceError::Incompatible { .. }), "{e}");
     }
 }

@@ -64,7 +64,10 @@ impl SweepReport {
             parts.push(format!("{} columns with bad status", self.bad_status_columns));
         }
         if self.out_of_window_columns > 0 {
-            parts.push(format!("{} columns outside the column window", self.out_of_window_columns));
+            parts.push(format!(
+                "{} columns outside the column window",
+                self.out_of_window_columns
+            ));
         }
         if self.duplicate_columns > 0 {
             parts.push(format!("{} duplicate columns", self.duplicate_columns));
@@ -186,7 +189,7 @@ impl DecodedSweep {
                 needed,
             });
         }
-        if row.len() % slot_bytes != 0 {
+        if !row.len().is_multiple_of(slot_bytes) {
             return Err(SweepError::RaggedRow {
                 len: row.len(),
                 slot: slot_bytes,

@@ -248,7 +248,10 @@ impl M3edWriter {
                 Some(ds)
             }
         };
-        let imu_calib = ovc.create_group("imu").and_then(|g| g.create_group("calib")).map_err(h5("group /ovc/imu/calib"))?;
+        let imu_calib = ovc
+            .create_group("imu")
+            .and_then(|g| g.create_group("calib"))
+            .map_err(h5("group /ovc/imu/calib"))?;
         write_matrix(path, &imu_calib, "T_to_prophesee_left", &setup.imu_to_prophesee_left)?;
         Ok(M3edWriter {
             path: path.to_path_buf(),
@@ -466,7 +469,11 @@ fn write_times(path: &Path, group: &Group, name: &str, times: &[i64], lzf: bool)
     let arr = Array1::from(times.to_vec());
     let builder = group.new_dataset_builder();
     let result = if lzf && !times.is_empty() {
-        builder.chunk(times.len().min(40_000)).lzf().with_data(&arr).create(name)
+        builder
+            .chunk(times.len().min(40_000))
+            .lzf()
+            .with_data(&arr)
+            .create(name)
     } else {
         builder.with_data(&arr).create(name)
     };

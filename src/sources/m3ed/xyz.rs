@@ -54,7 +54,11 @@ impl XyzLut {
         let n = meta.lidar_origin_to_beam_origin_mm;
         let sensor_from_lidar = Matrix4::from_row_slice(&meta.lidar_to_sensor_transform);
         let rotation = sensor_from_lidar.fixed_view::<3, 3>(0, 0).into_owned();
-        let translation_mm = Vector3::new(sensor_from_lidar[(0, 3)], sensor_from_lidar[(1, 3)], sensor_from_lidar[(2, 3)]);
+        let translation_mm = Vector3::new(
+            sensor_from_lidar[(0, 3)],
+            sensor_from_lidar[(1, 3)],
+            sensor_from_lidar[(2, 3)],
+        );
         let altitude_rad: Vec<f64> = meta.beam_altitude_angles_deg.iter().map(|a| a * PI / 180.0).collect();
         let azimuth_rad: Vec<f64> = meta.beam_azimuth_angles_deg.iter().map(|a| -a * PI / 180.0).collect();
 
@@ -208,7 +212,12 @@ mod tests {
     fn pixel_for_point_inverts_the_table() {
         let meta = OusterMetadata::os1_64_2048x10();
         let lut = XyzLut::new(&meta);
-        for &(row, column, range) in &[(0usize, 0usize, 5_000u32), (31, 1024, 20_000), (63, 2047, 750), (17, 333, 90_000)] {
+        for &(row, column, range) in &[
+            (0usize, 0usize, 5_000u32),
+            (31, 1024, 20_000),
+            (63, 2047, 750),
+            (17, 333, 90_000),
+        ] {
             let p = lut.point(row, column, range);
             let p = Point3::new(p[0] as f64, p[1] as f64, p[2] as f64);
             let hit = lut.pixel_for_point(&p).unwrap();
