@@ -119,7 +119,7 @@ pub struct DecodedSweep {
     pub rows: usize,
     /// Columns per frame.
     pub columns: usize,
-    /// RANGE (mm), `[row * columns + column]`; 0 = no return.
+    /// RANGE (mm), column-major as the packets deliver it: `[column * rows + row]`; 0 = no return.
     pub range_mm: Vec<u32>,
     /// REFLECTIVITY, same layout.
     pub reflectivity: Vec<u16>,
@@ -278,13 +278,17 @@ impl DecodedSweep {
                 self.column_valid[measurement_id] = true;
                 self.column_timestamp_ns[measurement_id] = u64_at(col, 0);
                 report.valid_columns += 1;
-                for r in 0..rows {
-                    let px = 16 + 12 * r;
-                    let k = r * columns + measurement_id;
-                    self.range_mm[k] = u32_at(col, px) & RANGE_MASK;
-                    self.reflectivity[k] = u16_at(col, px + 4);
-                    self.signal[k] = u16_at(col, px + 6);
-                    self.near_ir[k] = u16_at(col, px + 8);
+                let base = measurement_id * rows;
+                let pixels = col[16..16 + 12 * rows].chunks_exact(12);
+                let range = &mut self.range_mm[base..base + rows];
+                let reflectivity = &mut self.reflectivity[base..base + rows];
+                let signal = &mut self.signal[base..base + rows];
+                let near_ir = &mut self.near_ir[base..base + rows];
+                for (r, px) in pixels.enumerate() {
+                    range[r] = u32_at(px, 0) & RANGE_MASK;
+                    reflectivity[r] = u16_at(px, 4);
+                    signal[r] = u16_at(px, 6);
+                    near_ir[r] = u16_at(px, 8);
                 }
             }
         }
@@ -292,8 +296,9 @@ impl DecodedSweep {
         Ok(())
     }
 
-    /// The returns of this sweep as a sensor-frame cloud, in destaggered image order (row by
-    /// row, image column by image column). Every channel comes from the same pixel as its point.
+    /// The returns of this sweep as a sensor-frame cloud, in destaggered image order (image
+    /// column by image column, beam row by beam row within each). Every channel comes from the
+    /// same pixel as its point.
     ///
     /// Channels: `range` (f32 m), `reflectivity`, `signal`, `near_ir`, `ring` (beam row),
     /// `column` (measurement id), `image_column` (destaggered column) as u16, and `time` (i64 µs,
@@ -302,6 +307,7 @@ impl DecodedSweep {
     /// rejected columns are left out.
     pub fn to_cloud(&self, lut: &XyzLut, format: &DataFormat, ts_start: i64, ts_end: i64) -> PointCloud {
         let columns = self.columns;
+        let rows = self.rows;
         let capacity = self.range_mm.iter().filter(|&&r| r != 0).count();
         let mut x = Vec::with_capacity(capacity);
         let mut y = Vec::with_capacity(capacity);
@@ -324,18 +330,18 @@ impl DecodedSweep {
                 ts_start + (ts_end - ts_start) * step / span
             })
             .collect();
-
-        for r in 0..self.rows {
-            let shift = format.pixel_shift_by_row[r].rem_euclid(columns as i64) as usize;
-            for v in 0..columns {
+        let shifts: Vec<usize> = format
+            .pixel_shift_by_row
+            .iter()
+            .map(|s| s.rem_euclid(columns as i64) as usize)
+            .collect();
+        for v in 0..columns {
+            for (r, shift) in shifts.iter().enumerate() {
                 // Image column v of row r shows measurement id c with (c + shift) mod W = v.
                 let c = (v + columns - shift) % columns;
-                if !self.column_valid[c] {
-                    continue;
-                }
-                let k = r * columns + c;
+                let k = c * rows + r;
                 let range_mm = self.range_mm[k];
-                if range_mm == 0 {
+                if range_mm == 0 || !self.column_valid[c] {
                     continue;
                 }
                 let p = lut.point(r, c, range_mm);

@@ -18,11 +18,11 @@ const M_PER_MM: f64 = 0.001;
 pub struct XyzLut {
     rows: usize,
     columns: usize,
-    /// Unit directions, `[row * columns + column] * 3`.
-    direction: Vec<f32>,
-    /// Offsets (m), same layout.
-    offset: Vec<f32>,
-    /// The same in f64 for the inverse, where millimetre rounding must not be hidden by f32 error.
+    /// Per pixel, column-major (`[column * rows + row]`, the order packets deliver pixels): the
+    /// unit direction then the offset (m), six f32 values.
+    ray_f32: Vec<[f32; 6]>,
+    /// Unit directions in f64, row-major (`[row * columns + column]`), for rays and the inverse,
+    /// where millimetre rounding must not be hidden by f32 error.
     direction_f64: Vec<Vector3<f64>>,
     offset_f64: Vec<Vector3<f64>>,
     altitude_rad: Vec<f64>,
@@ -81,12 +81,17 @@ impl XyzLut {
                 offset_f64.push((rotation * offset_lidar_mm + translation_mm) * M_PER_MM);
             }
         }
-        let flat = |v: &[Vector3<f64>]| v.iter().flat_map(|p| [p.x as f32, p.y as f32, p.z as f32]).collect();
+        let mut ray_f32 = Vec::with_capacity(rows * columns);
+        for column in 0..columns {
+            for row in 0..rows {
+                let (d, o) = (direction_f64[row * columns + column], offset_f64[row * columns + column]);
+                ray_f32.push([d.x, d.y, d.z, o.x, o.y, o.z].map(|v| v as f32));
+            }
+        }
         XyzLut {
             rows,
             columns,
-            direction: flat(&direction_f64),
-            offset: flat(&offset_f64),
+            ray_f32,
             direction_f64,
             offset_f64,
             altitude_rad,
@@ -110,13 +115,9 @@ impl XyzLut {
     /// pixel exists, callers index within `rows() × columns()`.
     #[inline]
     pub fn point(&self, row: usize, column: usize, range_mm: u32) -> [f32; 3] {
-        let k = (row * self.columns + column) * 3;
+        let ray = &self.ray_f32[column * self.rows + row];
         let r = range_mm as f32 * M_PER_MM as f32;
-        [
-            self.offset[k] + r * self.direction[k],
-            self.offset[k + 1] + r * self.direction[k + 1],
-            self.offset[k + 2] + r * self.direction[k + 2],
-        ]
+        [ray[3] + r * ray[0], ray[4] + r * ray[1], ray[5] + r * ray[2]]
     }
 
     /// The ray of pixel (`row`, `column`) in the sensor frame: origin (m) and unit direction; a
