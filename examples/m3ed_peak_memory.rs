@@ -1,11 +1,12 @@
 //! Writes (once) a long M3ED-format sequence and reads every sweep back, so peak memory of the
 //! reader can be measured with `/usr/bin/time -v`:
 //!
-//! `cargo run --release --example m3ed_peak_memory -- /tmp/m3ed-peak 2000`
+//! `cargo run --release --example m3ed_peak_memory -- /tmp/m3ed-peak 2000 [lidar-only]`
 //!
 //! The file holds full OS1-64 2048×10 sweeps (a ground plane and a wall: smooth ranges that LZF
-//! compresses well), one 1280×800 RGB image per sweep and 400 Hz IMU. A second run finds the
-//! file and only reads.
+//! compresses well), one 1280×800 RGB image per sweep (unless `lidar-only`) and 400 Hz IMU. A
+//! second run finds the file and only reads, so `/usr/bin/time -v` on it gives the reader's peak
+//! memory and its CPU time per sweep.
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -46,7 +47,7 @@ fn scene_pixels(lut: &XyzLut, sweep: usize) -> SweepPixels {
     pixels
 }
 
-fn generate(dir: &std::path::Path, sweeps: usize) -> anyhow::Result<PathBuf> {
+fn generate(dir: &std::path::Path, sweeps: usize, with_images: bool) -> anyhow::Result<PathBuf> {
     let data = dir.join("falcon_peak_memory_data.h5");
     let metadata = OusterMetadata::os1_64_2048x10();
     let lut = XyzLut::new(&metadata);
@@ -71,7 +72,7 @@ fn generate(dir: &std::path::Path, sweeps: usize) -> anyhow::Result<PathBuf> {
         metadata,
         metadata_flavour: MetadataFlavour::LegacyFlat,
         lidar_to_prophesee_left: Isometry3::identity(),
-        rgb: Some(calibration),
+        rgb: with_images.then_some(calibration),
         imu_to_prophesee_left: Isometry3::identity(),
         first_frame_id: 0,
         version: "peak-memory".into(),
@@ -83,9 +84,11 @@ fn generate(dir: &std::path::Path, sweeps: usize) -> anyhow::Result<PathBuf> {
     for k in 0..sweeps {
         let start = 1_000_000 + k as i64 * 100_000;
         writer.write_sweep(start, start + 99_951, &scene_pixels(&lut, k))?;
-        let shade = (k % 256) as u8;
-        let image = RgbImage::from_fn(1280, 800, |x, y| image::Rgb([(x / 5) as u8, (y / 4) as u8, shade]));
-        writer.write_image(start + 3_000, &image)?;
+        if with_images {
+            let shade = (k % 256) as u8;
+            let image = RgbImage::from_fn(1280, 800, |x, y| image::Rgb([(x / 5) as u8, (y / 4) as u8, shade]));
+            writer.write_image(start + 3_000, &image)?;
+        }
         for j in 0..40 {
             let t = start + j * 2_500;
             writer.write_imu(t, [0.0, 0.0, 9.81], [0.0, 0.0, 0.01 * j as f64]);
@@ -114,11 +117,12 @@ fn main() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);
     let dir = PathBuf::from(args.next().unwrap_or_else(|| "/tmp/m3ed-peak".into()));
     let sweeps: usize = args.next().map(|s| s.parse()).transpose()?.unwrap_or(2000);
+    let with_images = args.next().as_deref() != Some("lidar-only");
     std::fs::create_dir_all(&dir)?;
     let data = dir.join("falcon_peak_memory_data.h5");
     if !data.exists() {
         let started = Instant::now();
-        generate(&dir, sweeps)?;
+        generate(&dir, sweeps, with_images)?;
         eprintln!("generated {sweeps} sweeps in {:.1} s", started.elapsed().as_secs_f64());
         return Ok(());
     }
