@@ -72,6 +72,14 @@ pub struct SweepEntry {
     pub world_from_sensor: Isometry3<f64>,
 }
 
+/// The poses of a pose file, sorted by time.
+struct PoseTrack {
+    /// Pose times (µs).
+    times: Vec<i64>,
+    /// `inv(Ln_T_L0)` per pose.
+    world_from_sensor: Vec<Isometry3<f64>>,
+}
+
 struct ImageStream {
     data: Dataset,
     timestamps: Vec<i64>,
@@ -269,8 +277,10 @@ impl M3edSource {
             }
             let world_from_sensor = match &poses {
                 None => Isometry3::identity(),
-                Some(poses) => match nearest(&poses.0, end) {
-                    Some(k) if (poses.0[k] - end).abs() <= config.pose_tolerance_micros => poses.1[k],
+                Some(track) => match nearest(&track.times, end) {
+                    Some(k) if (track.times[k] - end).abs() <= config.pose_tolerance_micros => {
+                        track.world_from_sensor[k]
+                    }
                     _ => {
                         report(
                             row,
@@ -316,18 +326,13 @@ impl M3edSource {
             rows_total: rows,
             images,
             imu,
-            pose_count: poses.as_ref().map(|p| p.0.len()),
+            pose_count: poses.as_ref().map(|p| p.times.len()),
             _file: file,
         })
     }
 
-    /// Times and world_from_sensor of every pose, or `None` when there is no pose file.
-    #[allow(clippy::type_complexity)]
-    fn load_poses(
-        data_path: &Path,
-        sequence: &str,
-        config: &M3edConfig,
-    ) -> Result<Option<(Vec<i64>, Vec<Isometry3<f64>>)>, SourceError> {
+    /// Every pose of the pose file, or `None` when there is no pose file.
+    fn load_poses(data_path: &Path, sequence: &str, config: &M3edConfig) -> Result<Option<PoseTrack>, SourceError> {
         let pose_path = match &config.pose_file {
             Some(p) => p.clone(),
             None => {
@@ -361,7 +366,10 @@ impl M3edSource {
         if times.windows(2).any(|w| w[1] < w[0]) {
             return Err(SourceError::corrupt(path, "dataset /ts", "pose times are not sorted"));
         }
-        Ok(Some((times, poses)))
+        Ok(Some(PoseTrack {
+            times,
+            world_from_sensor: poses,
+        }))
     }
 
     fn load_images(
@@ -803,6 +811,15 @@ mod tests {
         for (file, name, platform) in cases {
             assert_eq!(sequence_from_file_name(Path::new(file)), (name.to_string(), platform));
         }
+    }
+
+    #[test]
+    fn config_reads_from_toml_with_defaults_and_rejects_unknown_keys() {
+        let c: M3edConfig = toml::from_str("on_corrupt = \"fail\"\npose_tolerance_micros = 10").unwrap();
+        assert_eq!(c.on_corrupt, OnCorrupt::Fail);
+        assert_eq!(c.pose_tolerance_micros, 10);
+        assert_eq!(c.image_tolerance_micros, M3edConfig::default().image_tolerance_micros);
+        assert!(toml::from_str::<M3edConfig>("pose_tolerance = 1").is_err());
     }
 
     #[test]

@@ -84,7 +84,10 @@ impl XyzLut {
         let mut ray_f32 = Vec::with_capacity(rows * columns);
         for column in 0..columns {
             for row in 0..rows {
-                let (d, o) = (direction_f64[row * columns + column], offset_f64[row * columns + column]);
+                let (d, o) = (
+                    direction_f64[row * columns + column],
+                    offset_f64[row * columns + column],
+                );
                 ray_f32.push([d.x, d.y, d.z, o.x, o.y, o.z].map(|v| v as f32));
             }
         }
