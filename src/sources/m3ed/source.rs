@@ -529,7 +529,9 @@ impl M3edSource {
                 ),
             }
         }
-        let cloud = sweep.to_cloud(&self.lut, &self.ouster.data_format, entry.ts_start, entry.ts_end);
+        let cloud = sweep
+            .to_cloud(&self.lut, &self.ouster.data_format, entry.ts_start, entry.ts_end)
+            .map_err(|e| SourceError::corrupt(path, location.clone(), e.to_string()))?;
         let cameras = match self.camera_view(entry.ts_start, &location)? {
             Some(view) => vec![view],
             None => Vec::new(),

@@ -102,6 +102,14 @@ pub enum SweepError {
         /// Bytes one packet needs.
         needed: usize,
     },
+    /// The sweep, lookup table and data format describe different image sizes.
+    #[error("sweep of {sweep:?} rows × columns does not match a lookup table of {table:?} or its data format")]
+    ShapeMismatch {
+        /// Rows and columns of the decoded sweep.
+        sweep: (usize, usize),
+        /// Rows and columns of the lookup table.
+        table: (usize, usize),
+    },
     /// The row's length is not a whole number of packet slots.
     #[error("row of {len} bytes is not a whole number of {slot}-byte packet slots")]
     RaggedRow {
@@ -305,9 +313,24 @@ impl DecodedSweep {
     /// linear in the measurement id between `ts_start` and `ts_end`, as M3ED does not deskew).
     /// Intensity is the raw REFLECTIVITY value. Pixels with range 0 (no return) and pixels of
     /// rejected columns are left out.
-    pub fn to_cloud(&self, lut: &XyzLut, format: &DataFormat, ts_start: i64, ts_end: i64) -> PointCloud {
+    pub fn to_cloud(
+        &self,
+        lut: &XyzLut,
+        format: &DataFormat,
+        ts_start: i64,
+        ts_end: i64,
+    ) -> Result<PointCloud, SweepError> {
         let columns = self.columns;
         let rows = self.rows;
+        if (lut.rows(), lut.columns()) != (rows, columns)
+            || (format.pixels_per_column, format.columns_per_frame) != (rows, columns)
+            || format.pixel_shift_by_row.len() != rows
+        {
+            return Err(SweepError::ShapeMismatch {
+                sweep: (rows, columns),
+                table: (lut.rows(), lut.columns()),
+            });
+        }
         let capacity = self.range_mm.iter().filter(|&&r| r != 0).count();
         let mut x = Vec::with_capacity(capacity);
         let mut y = Vec::with_capacity(capacity);
@@ -374,6 +397,87 @@ impl DecodedSweep {
             // Every channel has one value per point and a distinct name, so this cannot fail.
             let _ = cloud.add_channel(name, data);
         }
-        cloud
+        Ok(cloud)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sources::m3ed::metadata::OusterMetadata;
+    use crate::sources::m3ed::writer::{SweepPixels, encode_sweep_packets};
+
+    /// A 2-beam, 32-column sensor: two 16-column packets per sweep.
+    fn small() -> OusterMetadata {
+        let mut m = OusterMetadata::os1_64_2048x10();
+        m.beam_altitude_angles_deg = vec![1.0, -1.0];
+        m.beam_azimuth_angles_deg = vec![0.0, 0.0];
+        m.data_format.pixels_per_column = 2;
+        m.data_format.columns_per_frame = 32;
+        m.data_format.pixel_shift_by_row = vec![0, 0];
+        m.data_format.column_window = (0, 31);
+        m
+    }
+
+    fn row(meta: &OusterMetadata, frame_id: u16) -> Vec<u8> {
+        let mut pixels = SweepPixels::empty(2, 32);
+        pixels
+            .range_mm
+            .iter_mut()
+            .enumerate()
+            .for_each(|(k, r)| *r = 1000 + k as u32);
+        encode_sweep_packets(meta, frame_id, 0, 1000, &pixels, meta.data_format.packet_bytes() + 1)
+    }
+
+    #[test]
+    fn duplicate_and_foreign_columns_are_counted_and_dropped() {
+        let meta = small();
+        let f = &meta.data_format;
+        let slot = f.packet_bytes() + 1;
+        // Packet 1 replaced by a copy of packet 0 (duplicates), then packet 0 from another frame.
+        let mut bytes = row(&meta, 9);
+        let first = bytes[..slot].to_vec();
+        bytes[slot..2 * slot].copy_from_slice(&first);
+        let sweep = DecodedSweep::decode(&bytes, slot, f).unwrap();
+        assert_eq!(sweep.report.duplicate_columns, 16);
+        assert_eq!(sweep.report.valid_columns, 16);
+        assert_eq!(sweep.frame_id, Some(9));
+
+        let mut bytes = row(&meta, 9);
+        let other = row(&meta, 10);
+        bytes[..slot].copy_from_slice(&other[..slot]);
+        bytes.extend_from_slice(&row(&meta, 9)[slot..]);
+        let sweep = DecodedSweep::decode(&bytes, slot, f).unwrap();
+        assert_eq!(sweep.report.foreign_frame_columns, 16);
+        assert_eq!(sweep.report.duplicate_columns, 16);
+        assert_eq!(sweep.report.valid_columns, 16);
+        assert!(sweep.column_valid[16..].iter().all(|&v| v) && sweep.column_valid[..16].iter().all(|&v| !v));
+    }
+
+    #[test]
+    fn malformed_rows_and_mismatched_tables_are_errors() {
+        let meta = small();
+        let f = &meta.data_format;
+        let bytes = row(&meta, 1);
+        assert_eq!(
+            DecodedSweep::decode(&bytes, 100, f).unwrap_err(),
+            SweepError::PacketTooSmall {
+                slot: 100,
+                needed: f.packet_bytes()
+            }
+        );
+        assert!(matches!(
+            DecodedSweep::decode(&bytes[1..], f.packet_bytes() + 1, f),
+            Err(SweepError::RaggedRow { .. })
+        ));
+        let sweep = DecodedSweep::decode(&bytes, f.packet_bytes() + 1, f).unwrap();
+        assert!(sweep.report.is_complete(), "{}", sweep.report.describe());
+        let cloud = sweep.to_cloud(&XyzLut::new(&meta), f, 0, 310).unwrap();
+        assert_eq!(cloud.len(), 64);
+        let os1 = OusterMetadata::os1_64_2048x10();
+        assert!(matches!(
+            sweep.to_cloud(&XyzLut::new(&os1), f, 0, 1),
+            Err(SweepError::ShapeMismatch { .. })
+        ));
     }
 }
