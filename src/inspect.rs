@@ -7,6 +7,10 @@ use std::path::Path;
 use thiserror::Error;
 
 use crate::detect;
+use crate::frame::Distortion;
+use crate::geometry::pose::euler_from_isometry;
+use crate::sources::m3ed::{M3edConfig, M3edSource};
+use crate::sources::{Source, SourceError};
 
 /// Errors from `inspect`.
 #[derive(Debug, Error)]
@@ -30,10 +34,13 @@ pub enum InspectError {
     /// An ONNX model failed to open.
     #[error(transparent)]
     Model(#[from] detect::RuntimeError),
+    /// A sensor log failed to open.
+    #[error(transparent)]
+    Source(#[from] SourceError),
 }
 
 /// The input kinds `inspect` understands, for messages and `--help`.
-pub const KNOWN_KINDS: &str = "ONNX models (.onnx)";
+pub const KNOWN_KINDS: &str = "ONNX models (.onnx), M3ED data files (.h5)";
 
 /// Returns a short human-readable summary of the file at `path`.
 pub fn inspect(path: &Path) -> Result<String, InspectError> {
@@ -45,6 +52,7 @@ pub fn inspect(path: &Path) -> Result<String, InspectError> {
     let ext = path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
     match ext.as_deref() {
         Some("onnx") => inspect_onnx(path, meta.len()),
+        Some("h5" | "hdf5") => inspect_m3ed(path, meta.len()),
         _ => Err(InspectError::Unsupported {
             path: shown,
             known: KNOWN_KINDS,
@@ -72,6 +80,133 @@ fn inspect_onnx(path: &Path, bytes: u64) -> Result<String, InspectError> {
                 .collect();
             let _ = writeln!(out, "  {:<24} {} [{}]", t.name, t.element_type, dims.join(", "));
         }
+    }
+    Ok(out)
+}
+
+/// Gaps listed by name before the rest are only counted.
+const GAPS_SHOWN: usize = 5;
+
+fn rate_hz(count: usize, first: i64, last: i64) -> f64 {
+    if count < 2 || last <= first {
+        return 0.0;
+    }
+    (count - 1) as f64 * 1e6 / (last - first) as f64
+}
+
+fn inspect_m3ed(path: &Path, bytes: u64) -> Result<String, InspectError> {
+    let source = M3edSource::open(path, M3edConfig::default())?;
+    let summary = source.summary()?;
+    let meta = source.meta();
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{}: M3ED data file, {:.1} MB, sequence {} ({})",
+        path.display(),
+        bytes as f64 / 1e6,
+        meta.name,
+        meta.platform
+    );
+    let sweeps = source.sweeps();
+    let (first, last) = match (sweeps.first(), sweeps.last()) {
+        (Some(a), Some(b)) => (a.ts_start, b.ts_end),
+        _ => (0, 0),
+    };
+    let duration_s = (last - first) as f64 / 1e6;
+    let _ = writeln!(
+        out,
+        "lidar:  {} sweeps of {} rows ({} skipped), {}x{} {} {}, {:.1} s, {:.2} Hz",
+        summary.sweeps,
+        summary.rows,
+        meta.skipped.len(),
+        summary.pixels_per_column,
+        summary.columns_per_frame,
+        summary.lidar_mode,
+        summary.udp_profile,
+        duration_s,
+        rate_hz(
+            sweeps.len(),
+            sweeps.first().map_or(0, |s| s.ts_start),
+            sweeps.last().map_or(0, |s| s.ts_start)
+        ),
+    );
+    match summary.images {
+        Some((n, a, b)) => {
+            let _ = writeln!(out, "rgb:    {n} images, {:.2} Hz", rate_hz(n, a, b));
+        }
+        None => {
+            let _ = writeln!(out, "rgb:    none");
+        }
+    }
+    match summary.imu {
+        Some((n, a, b)) => {
+            let _ = writeln!(out, "imu:    {n} finite samples, {:.1} Hz", rate_hz(n, a, b));
+        }
+        None => {
+            let _ = writeln!(out, "imu:    none");
+        }
+    }
+    match summary.poses {
+        Some(n) => {
+            let _ = writeln!(out, "poses:  {n} in pose_gt, {} sweeps matched", sweeps.len());
+        }
+        None => {
+            let _ = writeln!(out, "poses:  no pose_gt file beside it");
+        }
+    }
+    if let Some(cal) = &summary.rgb_calibration {
+        let distortion = match cal.distortion {
+            Distortion::None => "none".to_string(),
+            Distortion::RadTan { k1, k2, p1, p2, .. } => format!("radtan [{k1:.4}, {k2:.4}, {p1:.4}, {p2:.4}]"),
+            Distortion::Equidistant { k1, k2, k3, k4 } => {
+                format!("equidistant [{k1:.4}, {k2:.4}, {k3:.4}, {k4:.4}]")
+            }
+        };
+        let t = cal.sensor_from_camera.translation.vector;
+        let (yaw, pitch, roll) = euler_from_isometry(&cal.sensor_from_camera);
+        let _ = writeln!(
+            out,
+            "calib:  rgb {}x{} fx {:.1} fy {:.1} cx {:.1} cy {:.1}, {distortion}",
+            cal.width, cal.height, cal.fx, cal.fy, cal.cx, cal.cy
+        );
+        let _ = writeln!(
+            out,
+            "        rgb in lidar: t [{:.3}, {:.3}, {:.3}] m, yaw/pitch/roll [{:.1}, {:.1}, {:.1}] deg",
+            t.x,
+            t.y,
+            t.z,
+            yaw.to_degrees(),
+            pitch.to_degrees(),
+            roll.to_degrees()
+        );
+    }
+    // Gaps: skipped rows, and sweep-to-sweep steps over 1.5 times the median step.
+    let mut steps: Vec<i64> = sweeps.windows(2).map(|w| w[1].ts_start - w[0].ts_start).collect();
+    steps.sort_unstable();
+    let median = steps.get(steps.len() / 2).copied().unwrap_or(0);
+    let mut gaps: Vec<String> = meta
+        .skipped
+        .iter()
+        .map(|s| format!("{}: {}", s.location, s.detail))
+        .collect();
+    for w in sweeps.windows(2) {
+        let step = w[1].ts_start - w[0].ts_start;
+        if median > 0 && step * 2 > median * 3 {
+            gaps.push(format!(
+                "sweep {} -> {}: {:.3} s (median step {:.3} s)",
+                w[0].row,
+                w[1].row,
+                step as f64 / 1e6,
+                median as f64 / 1e6
+            ));
+        }
+    }
+    let _ = writeln!(out, "gaps:   {}", gaps.len());
+    for g in gaps.iter().take(GAPS_SHOWN) {
+        let _ = writeln!(out, "  {g}");
+    }
+    if gaps.len() > GAPS_SHOWN {
+        let _ = writeln!(out, "  … and {} more", gaps.len() - GAPS_SHOWN);
     }
     Ok(out)
 }

@@ -1,6 +1,8 @@
 //! Reads Waymo and M3ED logs into `Frame`s with random access. A source knows its file format and
 //! nothing else: it knows no detector, tracker or shard schema. Every reader sits behind [`Source`].
 
+pub mod m3ed;
+
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
