@@ -1,0 +1,94 @@
+//! Realism of simulated sweeps against the 3EED statistics (Table 6): points per sweep,
+//! points per object by range, objects per frame. Run with `--nocapture` to see the table
+//! that `docs/simulator.md` reports.
+
+use boxlayer::Platform;
+use boxlayer::sim::{SimConfig, Simulator};
+
+struct Stats {
+    sweeps: usize,
+    points: usize,
+    objects_hit: usize,
+    objects_front: usize,
+    object_points: Vec<(f64, u32)>,
+}
+
+fn measure(platform: Platform, seed: u64, sweeps: usize, stride: usize) -> Stats {
+    let config = SimConfig {
+        frames: sweeps * stride,
+        ..SimConfig::default()
+    };
+    let sim = Simulator::new(config, platform, seed).unwrap();
+    let mut s = Stats {
+        sweeps,
+        points: 0,
+        objects_hit: 0,
+        objects_front: 0,
+        object_points: Vec::new(),
+    };
+    for i in (0..sweeps).map(|k| k * stride) {
+        let sweep = sim.sweep(i).unwrap();
+        s.points += sim.sweep_points(&sweep).len();
+        for o in sweep.objects.iter().filter(|o| o.num_lidar_points > 0) {
+            s.objects_hit += 1;
+            let b = &o.box_in_sensor;
+            if b.x > 0.0 && b.y.abs() < b.x {
+                s.objects_front += 1;
+            }
+            s.object_points.push((b.x.hypot(b.y), o.num_lidar_points));
+        }
+    }
+    s
+}
+
+#[test]
+fn sweeps_resemble_3eed_statistics() {
+    let sweeps = 6;
+    println!(
+        "| platform | points/sweep | objects/sweep (hit) | in front 90° | points/object | 3EED pts/obj | 3EED obj/scene |"
+    );
+    for (platform, pts_3eed, obj_3eed) in [
+        (Platform::Vehicle, 463.0, 4.8),
+        (Platform::Drone, 102.0, 8.1),
+        (Platform::Quadruped, 112.0, 5.8),
+    ] {
+        let s = measure(platform, 7, sweeps, 25);
+        let n = s.object_points.len().max(1) as f64;
+        let mean_pts = s.object_points.iter().map(|(_, p)| *p as f64).sum::<f64>() / n;
+        println!(
+            "| {platform} | {:.0} | {:.1} | {:.1} | {:.0} | {pts_3eed} | {obj_3eed} |",
+            s.points as f64 / s.sweeps as f64,
+            s.objects_hit as f64 / s.sweeps as f64,
+            s.objects_front as f64 / s.sweeps as f64,
+            mean_pts
+        );
+        let bins = [0.0, 10.0, 20.0, 30.0, 45.0, 60.0, 80.0, 1e9];
+        for w in bins.windows(2) {
+            let inside: Vec<f64> = s
+                .object_points
+                .iter()
+                .filter(|(d, _)| *d >= w[0] && *d < w[1])
+                .map(|(_, p)| *p as f64)
+                .collect();
+            if !inside.is_empty() {
+                println!(
+                    "|   {platform} range {}–{} m | {} objects | mean {:.0} points |",
+                    w[0],
+                    w[1],
+                    inside.len(),
+                    inside.iter().sum::<f64>() / inside.len() as f64
+                );
+            }
+        }
+        assert!(
+            s.points > 10_000,
+            "{platform}: {} points per sweep",
+            s.points / s.sweeps
+        );
+        assert!(s.objects_hit >= s.sweeps, "{platform}: too few objects hit");
+        assert!(
+            (10.0..5000.0).contains(&mean_pts),
+            "{platform}: {mean_pts} points per object"
+        );
+    }
+}
