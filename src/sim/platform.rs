@@ -51,16 +51,16 @@ pub(crate) enum PlatformMotion {
 }
 
 impl PlatformMotion {
-    /// The drone's height above ground at time `t` (m): a slow swing that stays inside the band.
+    /// The drone's height above ground at time `t` (m): a slow swing through the band that
+    /// dwells in its lower part (the square of a sinusoid), plus a small bob, always inside it.
     pub(crate) fn drone_altitude(config: &DroneConfig, t: f64, phase: f64, period_s: f64) -> f64 {
         let lo = config.min_altitude_m.min(config.max_altitude_m);
         let hi = config.max_altitude_m.max(config.min_altitude_m);
-        let mid = 0.5 * (lo + hi);
-        let half = 0.5 * (hi - lo);
-        // 0.95 keeps a margin for the small vertical bob below.
-        let bob = (0.03 * half).min(0.3);
-        mid + (half - bob) * 0.95 * (std::f64::consts::TAU * t / period_s + phase).sin()
-            + bob * (std::f64::consts::TAU * 0.7 * t).sin()
+        let span = hi - lo;
+        let bob = (0.03 * span).min(0.3);
+        let margin = 0.02 * span + bob;
+        let swing = 0.5 + 0.5 * (std::f64::consts::TAU * t / period_s + phase).sin();
+        lo + margin + (span - 2.0 * margin) * swing * swing + bob * (std::f64::consts::TAU * 0.7 * t).sin()
     }
 
     /// Body pose in the world at time `t` (s since the sequence start).

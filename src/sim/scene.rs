@@ -290,12 +290,13 @@ impl<R: rand::Rng> Builder<'_, R> {
 }
 
 /// Lays out the scene over `region` (which must hold the platform's whole route) for a
-/// sequence of `duration_s` seconds.
+/// sequence of `duration_s` seconds; the block holding `parking_at` (if any) is a parking lot.
 pub(crate) fn build_scene(
     config: &SimConfig,
     terrain: Terrain,
     region: Region,
     duration_s: f64,
+    parking_at: Option<Vector2<f64>>,
     rng: &mut impl rand::Rng,
 ) -> Scene {
     let pitch = config.scene.block_pitch_m;
@@ -316,6 +317,12 @@ pub(crate) fn build_scene(
             };
             blocks.insert((i, j), kind);
         }
+    }
+    if let Some(p) = parking_at {
+        blocks.insert(
+            ((p.x / pitch).floor() as i64, (p.y / pitch).floor() as i64),
+            BlockKind::ParkingLot,
+        );
     }
     let roads = RoadGrid { pitch, blocks };
     let mut b = Builder {

@@ -258,9 +258,9 @@ const STREAM_COLUMN: u64 = 1;
 const STREAM_IMU: u64 = 2;
 const STREAM_IMU_GAP: u64 = 3;
 
-/// A drone route: a chain of 30–60 m legs turning by 20–90° either way.
-fn drone_route(duration_s: f64, speed: f64, rng: &mut impl rand::Rng) -> Option<Path> {
-    let mut corners = vec![Vector2::new(25.0, 25.0)];
+/// A drone route from `start`: a chain of 30–60 m legs turning by 20–90° either way.
+fn drone_route(start: Vector2<f64>, duration_s: f64, speed: f64, rng: &mut impl rand::Rng) -> Option<Path> {
+    let mut corners = vec![start];
     let mut heading: f64 = rng.random_range(0.0..std::f64::consts::TAU);
     let mut length = 0.0;
     while length < speed * duration_s + 60.0 {
@@ -272,6 +272,11 @@ fn drone_route(duration_s: f64, speed: f64, rng: &mut impl rand::Rng) -> Option<
         heading += if rng.random_bool(0.5) { turn } else { -turn };
     }
     Path::from_corners(&corners, 10.0)
+}
+
+/// Where the drone route starts: the middle of the first block.
+fn drone_start(pitch: f64) -> Vector2<f64> {
+    Vector2::repeat(0.5 * pitch)
 }
 
 /// Per-sweep view of the scene: the objects that can be hit and the azimuth bins over them.
@@ -356,7 +361,8 @@ impl Simulator {
                 let phase = rng.random_range(0.0..std::f64::consts::TAU);
                 let (motion, body_from_sensor) = if platform == Platform::Drone {
                     let d = config.drone.clone();
-                    let path = drone_route(duration_s, d.speed_mps, &mut rng).ok_or_else(route_error)?;
+                    let path =
+                        drone_route(drone_start(pitch), duration_s, d.speed_mps, &mut rng).ok_or_else(route_error)?;
                     let profile = SpeedProfile::with_stops(0.0, d.speed_mps, 1.0, &[]);
                     let mount = Isometry3::from_parts(
                         nalgebra::Translation3::identity(),
@@ -420,7 +426,9 @@ impl Simulator {
             min: lo - Vector2::repeat(SCENE_MARGIN_M),
             max: hi + Vector2::repeat(SCENE_MARGIN_M),
         };
-        let scene = build_scene(&config, terrain, region, duration_s, &mut rng);
+        // Like M3ED's penno_parking flights, the drone takes off over a parking lot.
+        let parking_at = (platform == Platform::Drone).then(|| drone_start(pitch));
+        let scene = build_scene(&config, terrain, region, duration_s, parking_at, &mut rng);
         let rays_in_lidar = match &calibration {
             LidarCalibration::Top(c) => (0..TOP_COLUMNS)
                 .flat_map(|w| (0..TOP_ROWS).map(move |row| (Point3::origin(), c.direction_in_lidar(row, w))))
