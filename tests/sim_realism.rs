@@ -53,7 +53,7 @@ fn measure(platform: Platform, seed: u64, sweeps: usize, stride: usize) -> Stats
 fn sweeps_resemble_3eed_statistics() {
     let sweeps = 10;
     println!(
-        "| platform | points/sweep | objects hit/sweep | front 90° | front 90° < 50 m | pts/object | median | < 100 pts | pts/object front < 50 m | 3EED pts/obj | 3EED obj/scene |"
+        "| platform | points/sweep | objects hit/sweep | front 90° | front 90° < 50 m | pts/object | median | < 100 pts | > 900 pts | pts/object front < 50 m | 3EED pts/obj | 3EED obj/scene |"
     );
     for (platform, pts_3eed, obj_3eed) in [
         (Platform::Vehicle, 463.0, 4.8),
@@ -68,13 +68,14 @@ fn sweeps_resemble_3eed_statistics() {
         let median = sorted.get(sorted.len() / 2).copied().unwrap_or(0);
         let few = sorted.iter().filter(|&&p| p < 100).count() as f64 / n;
         println!(
-            "| {platform} | {:.0} | {:.1} | {:.1} | {:.1} | {:.0} | {median} | {:.0} % | {:.0} | {pts_3eed} | {obj_3eed} |",
+            "| {platform} | {:.0} | {:.1} | {:.1} | {:.1} | {:.0} | {median} | {:.0} % | {:.0} % | {:.0} | {pts_3eed} | {obj_3eed} |",
             s.points as f64 / s.sweeps as f64,
             s.objects_hit as f64 / s.sweeps as f64,
             s.objects_front as f64 / s.sweeps as f64,
             s.objects_front_50m as f64 / s.sweeps as f64,
             mean_pts,
             100.0 * few,
+            100.0 * sorted.iter().filter(|&&p| p > 900).count() as f64 / n,
             s.front_points.iter().map(|&p| p as f64).sum::<f64>() / s.front_points.len().max(1) as f64
         );
         let bins = [0.0, 10.0, 20.0, 30.0, 45.0, 60.0, 80.0, 1e9];

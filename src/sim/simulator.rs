@@ -58,8 +58,8 @@ pub enum SimError {
 pub enum LidarCalibration {
     /// The car's Waymo-TOP-like LiDAR.
     Top(TopCalibration),
-    /// The drone's or quadruped's OS1-64.
-    Ouster(OusterCalibration),
+    /// The drone's or quadruped's OS1-64 (boxed: it holds two 4×4 matrices).
+    Ouster(Box<OusterCalibration>),
 }
 
 /// One Waymo-TOP-like sweep: a 64 × 2650 range image, row-major (`row * TOP_COLUMNS + column`),
@@ -209,7 +209,7 @@ fn validate(config: &SimConfig) -> Result<(), SimError> {
     if config.frames == 0 {
         return Err(invalid("frames", "must be at least 1"));
     }
-    if !(config.scene.block_pitch_m >= 40.0) {
+    if config.scene.block_pitch_m.is_nan() || config.scene.block_pitch_m < 40.0 {
         return Err(invalid("scene.block_pitch_m", "must be at least 40 m"));
     }
     let d = &config.drone;
@@ -222,7 +222,7 @@ fn validate(config: &SimConfig) -> Result<(), SimError> {
     if !(config.vehicle.max_range_m > 0.0 && config.lidar.ouster_max_range_m > 0.0) {
         return Err(invalid("vehicle.max_range_m", "ranges must be positive"));
     }
-    if !(config.imu.rate_hz > 0.0) {
+    if config.imu.rate_hz.is_nan() || config.imu.rate_hz <= 0.0 {
         return Err(invalid("imu.rate_hz", "must be positive"));
     }
     for (field, v) in [
@@ -298,6 +298,9 @@ struct Candidate<'a> {
     /// Squared distance from the LiDAR, for nearest-first order.
     distance_sq: f64,
 }
+
+/// One TOP pixel: range, intensity, elongation, track id.
+type TopPixel = (f32, f32, f32, u32);
 
 /// A raw trace result per beam of a column.
 type ColumnHits = Vec<Option<TraceHit>>;
@@ -406,7 +409,7 @@ impl Simulator {
                 };
                 (
                     motion,
-                    LidarCalibration::Ouster(calib),
+                    LidarCalibration::Ouster(Box::new(calib)),
                     body_from_sensor,
                     sensor_from_lidar,
                 )
@@ -590,7 +593,7 @@ impl Simulator {
                     range_noise_m: self.config.lidar.range_noise_m,
                     dropout: self.config.lidar.dropout,
                 };
-                let columns: Vec<(Isometry3<f64>, Vec<(f32, f32, f32, u32)>)> = (0..TOP_COLUMNS)
+                let columns: Vec<(Isometry3<f64>, Vec<TopPixel>)> = (0..TOP_COLUMNS)
                     .into_par_iter()
                     .map(|w| {
                         let t = column_time((w as f64 + 0.5) / TOP_COLUMNS as f64);

@@ -159,8 +159,11 @@ impl Terrain {
     fn slope_bound(&self) -> f64 {
         match self {
             Terrain::Flat => 0.0,
-            Terrain::Sloped { gx, gy } => gx.hypot(*gy),
-            Terrain::Rolling { waves } => waves.iter().map(|w| w.amplitude_m.abs() * w.kx.hypot(w.ky)).sum(),
+            Terrain::Sloped { gx, gy } => (gx * gx + gy * gy).sqrt(),
+            Terrain::Rolling { waves } => waves
+                .iter()
+                .map(|w| w.amplitude_m.abs() * (w.kx * w.kx + w.ky * w.ky).sqrt())
+                .sum(),
         }
     }
 
@@ -193,7 +196,8 @@ impl Terrain {
             }
             t = (ray.origin.z - top) / -d.z;
         }
-        let rate = d.z.abs() + self.slope_bound() * d.x.hypot(d.y);
+        // Plain sqrt, not `hypot`: this runs once per ray.
+        let rate = d.z.abs() + self.slope_bound() * (d.x * d.x + d.y * d.y).sqrt();
         if rate <= 0.0 {
             return None;
         }
