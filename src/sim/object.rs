@@ -2,7 +2,7 @@
 //! arms and head), their surfaces, and the tight box around the parts in the object's own frame.
 //! The object frame has x forward, z up and its origin on the ground under the object's centre.
 
-use nalgebra::{Isometry3, Translation3, UnitQuaternion, Vector3};
+use nalgebra::{Isometry3, Matrix3, Point3, Translation3, UnitQuaternion, Vector3};
 use rand::RngExt;
 use serde::{Deserialize, Serialize};
 
@@ -164,8 +164,9 @@ pub struct ObjectShape {
     pub local_box: Box3,
     /// Radius of the sphere around `local_box`'s centre that holds every part (m).
     pub bounding_radius: f64,
-    /// `part_from_object` of each part, precomputed for tracing.
-    part_from_object: Vec<Isometry3<f64>>,
+    /// Each part's origin in the object frame and, unless it is axis-aligned, its
+    /// `part_from_object` rotation matrix: precomputed so tracing skips quaternion algebra.
+    part_frames: Vec<(Vector3<f64>, Option<Matrix3<f64>>)>,
 }
 
 impl ObjectShape {
@@ -182,7 +183,14 @@ impl ObjectShape {
         let centre = (lo + hi) * 0.5;
         let size = hi - lo;
         ObjectShape {
-            part_from_object: parts.iter().map(|p| p.object_from_part.inverse()).collect(),
+            part_frames: parts
+                .iter()
+                .map(|p| {
+                    let rotation = (p.object_from_part.rotation.angle() > 0.0)
+                        .then(|| p.object_from_part.rotation.inverse().to_rotation_matrix().into_inner());
+                    (p.object_from_part.translation.vector, rotation)
+                })
+                .collect(),
             parts,
             local_box: Box3::new(centre.x, centre.y, centre.z, size.x, size.y, size.z, 0.0),
             bounding_radius: 0.5 * size.norm(),
@@ -201,8 +209,18 @@ impl ObjectShape {
         }
         let mut best: Option<(SurfaceHit, Surface)> = None;
         let mut limit = t_max;
-        for (part, part_from_object) in self.parts.iter().zip(&self.part_from_object) {
-            let local = ray.transformed(part_from_object);
+        for (part, (offset, rotation)) in self.parts.iter().zip(&self.part_frames) {
+            let shifted = ray.origin - offset;
+            let local = match rotation {
+                None => Ray {
+                    origin: shifted,
+                    dir: ray.dir,
+                },
+                Some(m) => Ray {
+                    origin: Point3::from(m * shifted.coords),
+                    dir: m * ray.dir,
+                },
+            };
             if let Some(hit) = part.shape.intersect(&local, limit) {
                 limit = hit.t;
                 best = Some((

@@ -2,7 +2,7 @@
 //! Casting bins the scene's objects by the azimuth interval their bounding spheres cover as
 //! seen from the LiDAR, so each column tests only the few objects that can lie on its rays.
 
-use nalgebra::{Isometry3, Point3, UnitQuaternion, Vector2, Vector3};
+use nalgebra::{Isometry3, Matrix3, Point3, UnitQuaternion, Vector2, Vector3};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
@@ -291,7 +291,9 @@ struct SweepScene<'a> {
 /// An object a column's rays may hit, with its pose at the column's time.
 struct Candidate<'a> {
     object: &'a SceneObject,
-    object_from_world: Isometry3<f64>,
+    /// `object_from_world` as a rotation matrix and translation (cheaper per ray than a quaternion).
+    rotation: Matrix3<f64>,
+    translation: Vector3<f64>,
     /// Bounding-sphere centre in the world.
     centre: Point3<f64>,
     radius_sq: f64,
@@ -888,7 +890,8 @@ impl Simulator {
                 };
                 Candidate {
                     object,
-                    object_from_world,
+                    rotation: object_from_world.rotation.to_rotation_matrix().into_inner(),
+                    translation: object_from_world.translation.vector,
                     centre,
                     radius_sq: object.shape.bounding_radius * object.shape.bounding_radius,
                     distance_sq: (centre - world_from_lidar.translation.vector).coords.norm_squared(),
@@ -917,7 +920,10 @@ impl Simulator {
             if disc < 0.0 || (cc > 0.0 && b > 0.0) || -b - disc.sqrt() > limit {
                 continue;
             }
-            let local = ray.transformed(&c.object_from_world);
+            let local = Ray {
+                origin: Point3::from(c.rotation * ray.origin.coords + c.translation),
+                dir: c.rotation * ray.dir,
+            };
             if let Some((hit, surface)) = c.object.shape.intersect(&local, limit) {
                 limit = hit.t;
                 best = Some(TraceHit {
