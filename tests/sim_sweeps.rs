@@ -209,6 +209,10 @@ fn top_pixels_follow_the_waymo_range_image_conversion() {
     let pose = image.pixel_pose(TOP_COLUMNS - 1);
     let t = image.column_world_from_vehicle[TOP_COLUMNS - 1].translation.vector;
     assert_eq!([pose[3], pose[4], pose[5]], [t.x, t.y, t.z]);
+    // Rolling shutter: the car (9 m/s) moves ~0.9 m between the first and the last column.
+    let first = image.column_world_from_vehicle[0].translation.vector;
+    let moved = (t - first).norm();
+    assert!((0.8..1.0).contains(&moved), "moved {moved} m during the sweep");
 }
 
 #[test]
