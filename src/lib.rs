@@ -13,6 +13,7 @@ pub mod frame;
 pub mod geometry;
 pub mod inspect;
 pub mod pipeline;
+pub mod sim;
 pub mod sources;
 
 pub use cloud::PointCloud;

@@ -1,0 +1,32 @@
+//! Simulates outdoor scenes and the sensors of the three platforms (a car with a
+//! Waymo-TOP-like LiDAR, a drone and a quadruped with an Ouster OS1-64) and returns each sweep
+//! in memory with exact ground truth: range images or Ouster measurement grids, poses, IMU
+//! samples, and every labelled object's box with the number of LiDAR returns it produced.
+//! Output is deterministic: the same config, platform and seed give identical sweeps, each
+//! computed directly from its index. This module writes no file format; writers map its
+//! output onto Waymo and M3ED files.
+
+mod config;
+mod lidar;
+mod object;
+mod path;
+mod platform;
+mod scene;
+pub mod shape;
+mod simulator;
+pub mod terrain;
+
+pub use config::{
+    DroneConfig, ImuConfig, LidarConfig, QuadrupedConfig, SceneConfig, SimConfig, TerrainConfig, VehicleConfig,
+};
+pub use lidar::{
+    OS1_BEAM_ORIGIN_MM, OS1_IMU_TO_SENSOR, OS1_LIDAR_TO_SENSOR, OUSTER_BEAMS, OUSTER_COLUMNS, OusterCalibration,
+    TOP_COLUMNS, TOP_INCLINATION_MAX_RAD, TOP_INCLINATION_MIN_RAD, TOP_ROWS, TopCalibration,
+};
+pub use object::FineLabel;
+pub use platform::GRAVITY_MPS2;
+pub use simulator::{
+    LidarCalibration, LidarSweep, ObjectTruth, OusterScan, SWEEP_PERIOD_MICROS, SimError, SimSweep, Simulator,
+    SweepPoint, TopRangeImage,
+};
+pub use terrain::TerrainKind;

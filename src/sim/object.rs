@@ -1,0 +1,498 @@
+//! Object shapes made of parts (a car is a body, a cabin and four wheels; a person legs, torso,
+//! arms and head), their surfaces, and the tight box around the parts in the object's own frame.
+//! The object frame has x forward, z up and its origin on the ground under the object's centre.
+
+use nalgebra::{Isometry3, Matrix3, Point3, Translation3, UnitQuaternion, Vector3};
+use rand::RngExt;
+use serde::{Deserialize, Serialize};
+
+use super::shape::{Ray, Shape, SurfaceHit};
+use crate::frame::ObjectClass;
+use crate::geometry::Box3;
+
+/// The fine label of a ground-truth object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FineLabel {
+    /// Passenger car.
+    Car,
+    /// Van or minibus.
+    Van,
+    /// Bus.
+    Bus,
+    /// Box truck.
+    Truck,
+    /// Person on foot.
+    Pedestrian,
+    /// Person riding a bicycle.
+    Cyclist,
+}
+
+impl FineLabel {
+    /// The canonical class this label maps onto.
+    pub fn class(self) -> ObjectClass {
+        match self {
+            FineLabel::Car | FineLabel::Van | FineLabel::Bus | FineLabel::Truck => ObjectClass::Vehicle,
+            FineLabel::Pedestrian => ObjectClass::Pedestrian,
+            FineLabel::Cyclist => ObjectClass::Cyclist,
+        }
+    }
+
+    /// The lower-case name (`car`, `van`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FineLabel::Car => "car",
+            FineLabel::Van => "van",
+            FineLabel::Bus => "bus",
+            FineLabel::Truck => "truck",
+            FineLabel::Pedestrian => "pedestrian",
+            FineLabel::Cyclist => "cyclist",
+        }
+    }
+}
+
+/// How a surface returns laser light.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Surface {
+    /// Diffuse reflectivity at 865 nm (0–1; above 1 for retro-reflectors).
+    pub reflectivity: f32,
+    /// Extra probability that a return is lost (glass, dark foliage gaps).
+    pub dropout: f32,
+    /// Pulse elongation added by this surface (Waymo elongation units).
+    pub elongation: f32,
+}
+
+impl Surface {
+    /// Asphalt road surface.
+    pub const ASPHALT: Surface = Surface::diffuse(0.15);
+    /// White road paint.
+    pub const PAINT: Surface = Surface::diffuse(0.6);
+    /// Concrete pavement.
+    pub const CONCRETE: Surface = Surface::diffuse(0.3);
+    /// Grass.
+    pub const GRASS: Surface = Surface::diffuse(0.4);
+    /// Window glass: dark and often lost.
+    pub const GLASS: Surface = Surface {
+        reflectivity: 0.06,
+        dropout: 0.35,
+        elongation: 0.3,
+    };
+    /// Tyre rubber.
+    pub const RUBBER: Surface = Surface::diffuse(0.04);
+    /// Painted metal pole.
+    pub const METAL: Surface = Surface::diffuse(0.35);
+    /// Tree bark.
+    pub const BARK: Surface = Surface::diffuse(0.2);
+    /// Foliage: bright in near-IR, ragged.
+    pub const FOLIAGE: Surface = Surface {
+        reflectivity: 0.45,
+        dropout: 0.25,
+        elongation: 0.6,
+    };
+    /// Skin.
+    pub const SKIN: Surface = Surface::diffuse(0.35);
+
+    /// A plain diffuse surface of this reflectivity.
+    pub const fn diffuse(reflectivity: f32) -> Surface {
+        Surface {
+            reflectivity,
+            dropout: 0.0,
+            elongation: 0.0,
+        }
+    }
+}
+
+/// One solid of an object, placed in the object's frame.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Part {
+    /// The solid.
+    pub shape: Shape,
+    /// The solid's pose in the object frame.
+    pub object_from_part: Isometry3<f64>,
+    /// Its surface.
+    pub surface: Surface,
+}
+
+impl Part {
+    fn new(shape: Shape, at: Vector3<f64>, surface: Surface) -> Part {
+        Part {
+            shape,
+            object_from_part: Isometry3::from_parts(Translation3::from(at), UnitQuaternion::identity()),
+            surface,
+        }
+    }
+
+    fn rotated(mut self, rotation: UnitQuaternion<f64>) -> Part {
+        self.object_from_part.rotation = rotation;
+        self
+    }
+
+    pub(crate) fn cuboid(size: Vector3<f64>, at: Vector3<f64>, surface: Surface) -> Part {
+        Part::new(Shape::Cuboid { half: size * 0.5 }, at, surface)
+    }
+
+    fn cylinder_z(radius: f64, height: f64, at: Vector3<f64>, surface: Surface) -> Part {
+        Part::new(
+            Shape::Cylinder {
+                radius,
+                half_height: height * 0.5,
+            },
+            at,
+            surface,
+        )
+    }
+
+    /// A cylinder whose axis is the object's y axis (wheels).
+    fn cylinder_y(radius: f64, width: f64, at: Vector3<f64>, surface: Surface) -> Part {
+        Part::cylinder_z(radius, width, at, surface).rotated(UnitQuaternion::from_axis_angle(
+            &Vector3::x_axis(),
+            std::f64::consts::FRAC_PI_2,
+        ))
+    }
+
+    fn ellipsoid(radii: Vector3<f64>, at: Vector3<f64>, surface: Surface) -> Part {
+        Part::new(Shape::Ellipsoid { radii }, at, surface)
+    }
+}
+
+/// A rigid object: its parts in its own frame, the tight box around them and a bounding sphere.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ObjectShape {
+    /// The solids.
+    pub parts: Vec<Part>,
+    /// Tight box around every part, axis-aligned in the object frame (yaw = pitch = roll = 0).
+    pub local_box: Box3,
+    /// Radius of the sphere around `local_box`'s centre that holds every part (m).
+    pub bounding_radius: f64,
+    /// Each part's origin in the object frame and, unless it is axis-aligned, its
+    /// `part_from_object` rotation matrix: precomputed so tracing skips quaternion algebra.
+    part_frames: Vec<(Vector3<f64>, Option<Matrix3<f64>>)>,
+}
+
+impl ObjectShape {
+    /// An object from its parts; computes the tight box and bounding sphere.
+    pub fn new(parts: Vec<Part>) -> ObjectShape {
+        let mut lo = Vector3::repeat(f64::INFINITY);
+        let mut hi = Vector3::repeat(f64::NEG_INFINITY);
+        for p in &parts {
+            let half = p.shape.rotated_half_extents(&p.object_from_part.rotation);
+            let c = p.object_from_part.translation.vector;
+            lo = lo.inf(&(c - half));
+            hi = hi.sup(&(c + half));
+        }
+        let centre = (lo + hi) * 0.5;
+        let size = hi - lo;
+        ObjectShape {
+            part_frames: parts
+                .iter()
+                .map(|p| {
+                    let rotation = (p.object_from_part.rotation.angle() > 0.0)
+                        .then(|| p.object_from_part.rotation.inverse().to_rotation_matrix().into_inner());
+                    (p.object_from_part.translation.vector, rotation)
+                })
+                .collect(),
+            parts,
+            local_box: Box3::new(centre.x, centre.y, centre.z, size.x, size.y, size.z, 0.0),
+            bounding_radius: 0.5 * size.norm(),
+        }
+    }
+
+    /// The nearest entry of `ray` (object frame) into any part within `t_max`: hit and surface.
+    pub fn intersect(&self, ray: &Ray, t_max: f64) -> Option<(SurfaceHit, Surface)> {
+        let c = self.local_box.center();
+        // Bounding-sphere reject before the parts.
+        let oc = ray.origin - c;
+        let b = oc.dot(&ray.dir);
+        let cc = oc.norm_squared() - self.bounding_radius * self.bounding_radius;
+        if cc > 0.0 && (b > 0.0 || b * b < cc) {
+            return None;
+        }
+        let mut best: Option<(SurfaceHit, Surface)> = None;
+        let mut limit = t_max;
+        for (part, (offset, rotation)) in self.parts.iter().zip(&self.part_frames) {
+            let shifted = ray.origin - offset;
+            let local = match rotation {
+                None => Ray {
+                    origin: shifted,
+                    dir: ray.dir,
+                },
+                Some(m) => Ray {
+                    origin: Point3::from(m * shifted.coords),
+                    dir: m * ray.dir,
+                },
+            };
+            if let Some(hit) = part.shape.intersect(&local, limit) {
+                limit = hit.t;
+                best = Some((
+                    SurfaceHit {
+                        t: hit.t,
+                        normal: part.object_from_part.rotation * hit.normal,
+                    },
+                    part.surface,
+                ));
+            }
+        }
+        best
+    }
+}
+
+fn paint(rng: &mut impl rand::Rng) -> Surface {
+    // Car paints range from black (~0.05) to white (~0.7) at 865 nm.
+    Surface::diffuse(rng.random_range(0.05..0.7))
+}
+
+fn clothing(rng: &mut impl rand::Rng) -> Surface {
+    Surface::diffuse(rng.random_range(0.08..0.6))
+}
+
+/// A road vehicle of the given label with randomised dimensions.
+pub fn vehicle_shape(label: FineLabel, rng: &mut impl rand::Rng) -> ObjectShape {
+    let body = paint(rng);
+    let (l, w, h) = match label {
+        FineLabel::Van => (
+            rng.random_range(4.9..5.6),
+            rng.random_range(1.95..2.1),
+            rng.random_range(1.95..2.4),
+        ),
+        FineLabel::Bus => (rng.random_range(10.5..12.5), 2.55, rng.random_range(3.0..3.3)),
+        FineLabel::Truck => (rng.random_range(6.5..9.0), 2.45, rng.random_range(3.0..3.6)),
+        _ => (
+            rng.random_range(4.2..4.9),
+            rng.random_range(1.75..1.9),
+            rng.random_range(1.42..1.62),
+        ),
+    };
+    let wheel_r = match label {
+        FineLabel::Bus | FineLabel::Truck => 0.5,
+        FineLabel::Van => 0.36,
+        _ => 0.32,
+    };
+    let clearance = wheel_r * 0.9;
+    let wheel_w = 0.22;
+    let wheel_y = w / 2.0 - wheel_w / 2.0;
+    let axle_x = l / 2.0 - wheel_r - 0.45;
+    let mut parts = Vec::new();
+    for sx in [-1.0, 1.0] {
+        for sy in [-1.0, 1.0] {
+            parts.push(Part::cylinder_y(
+                wheel_r,
+                wheel_w,
+                Vector3::new(sx * axle_x, sy * wheel_y, wheel_r),
+                Surface::RUBBER,
+            ));
+        }
+    }
+    // The body sits inside the wheels' width, so wheels show in the arches.
+    let body_w = w - 0.06;
+    match label {
+        FineLabel::Car => {
+            let body_h = 0.45 * (h - clearance) + 0.12;
+            parts.push(Part::cuboid(
+                Vector3::new(l, body_w, body_h),
+                Vector3::new(0.0, 0.0, clearance + body_h / 2.0),
+                body,
+            ));
+            let cabin_h = h - clearance - body_h;
+            let cabin_l = l * rng.random_range(0.48..0.58);
+            parts.push(Part::cuboid(
+                Vector3::new(cabin_l, body_w * 0.88, cabin_h),
+                Vector3::new(-0.08 * l, 0.0, clearance + body_h + cabin_h / 2.0),
+                Surface::GLASS,
+            ));
+            parts.push(Part::cuboid(
+                Vector3::new(cabin_l * 0.8, body_w * 0.86, 0.06),
+                Vector3::new(-0.08 * l, 0.0, h - 0.03),
+                body,
+            ));
+        }
+        FineLabel::Van => {
+            parts.push(Part::cuboid(
+                Vector3::new(l - 0.8, body_w, h - clearance),
+                Vector3::new(-0.4, 0.0, clearance + (h - clearance) / 2.0),
+                body,
+            ));
+            let nose_h = 0.45 * (h - clearance);
+            parts.push(Part::cuboid(
+                Vector3::new(0.8, body_w, nose_h),
+                Vector3::new(l / 2.0 - 0.4, 0.0, clearance + nose_h / 2.0),
+                body,
+            ));
+        }
+        FineLabel::Bus => {
+            parts.push(Part::cuboid(
+                Vector3::new(l, body_w, (h - clearance) * 0.45),
+                Vector3::new(0.0, 0.0, clearance + (h - clearance) * 0.225),
+                body,
+            ));
+            parts.push(Part::cuboid(
+                Vector3::new(l, body_w, (h - clearance) * 0.4),
+                Vector3::new(0.0, 0.0, clearance + (h - clearance) * 0.65),
+                Surface::GLASS,
+            ));
+            parts.push(Part::cuboid(
+                Vector3::new(l, body_w, (h - clearance) * 0.15),
+                Vector3::new(0.0, 0.0, h - (h - clearance) * 0.075),
+                body,
+            ));
+        }
+        FineLabel::Truck => {
+            let cab_l = 2.0;
+            let cab_h = h * 0.78 - clearance;
+            parts.push(Part::cuboid(
+                Vector3::new(cab_l, body_w, cab_h),
+                Vector3::new(l / 2.0 - cab_l / 2.0, 0.0, clearance + cab_h / 2.0),
+                body,
+            ));
+            let box_l = l - cab_l - 0.2;
+            parts.push(Part::cuboid(
+                Vector3::new(box_l, w, h - clearance - 0.1),
+                Vector3::new(
+                    -l / 2.0 + box_l / 2.0,
+                    0.0,
+                    clearance + 0.1 + (h - clearance - 0.1) / 2.0,
+                ),
+                Surface::diffuse(rng.random_range(0.3..0.8)),
+            ));
+        }
+        FineLabel::Pedestrian | FineLabel::Cyclist => {}
+    }
+    ObjectShape::new(parts)
+}
+
+/// A standing or walking person of random height and build.
+pub fn pedestrian_shape(rng: &mut impl rand::Rng) -> ObjectShape {
+    let height = rng.random_range(1.55..1.92);
+    let s = height / 1.75;
+    let trousers = clothing(rng);
+    let top = clothing(rng);
+    let stride = rng.random_range(0.0..0.35);
+    let leg_h = 0.84 * s;
+    let mut parts = Vec::new();
+    for (sy, sx) in [(-1.0, -1.0), (1.0, 1.0)] {
+        // Legs in mid-stride: tilted forward and back about y.
+        let tilt = UnitQuaternion::from_axis_angle(&Vector3::y_axis(), sx * stride * 0.5);
+        let hip = Vector3::new(0.0, sy * 0.1 * s, leg_h);
+        let centre = hip + tilt * Vector3::new(0.0, 0.0, -leg_h / 2.0);
+        parts.push(Part::cylinder_z(0.075 * s, leg_h, centre, trousers).rotated(tilt));
+    }
+    let torso_h = 0.58 * s;
+    parts.push(Part::ellipsoid(
+        Vector3::new(0.13 * s, 0.21 * s, torso_h / 2.0),
+        Vector3::new(0.0, 0.0, leg_h + torso_h / 2.0 - 0.02),
+        top,
+    ));
+    for sy in [-1.0, 1.0] {
+        parts.push(Part::cylinder_z(
+            0.05 * s,
+            0.6 * s,
+            Vector3::new(0.0, sy * 0.26 * s, leg_h + torso_h - 0.33 * s),
+            top,
+        ));
+    }
+    let head_r = 0.105 * s;
+    parts.push(Part::ellipsoid(
+        Vector3::new(head_r, head_r * 0.9, head_r * 1.15),
+        Vector3::new(0.0, 0.0, height - head_r * 1.15),
+        Surface::SKIN,
+    ));
+    ObjectShape::new(parts)
+}
+
+/// A person riding a bicycle, heading along +x.
+pub fn cyclist_shape(rng: &mut impl rand::Rng) -> ObjectShape {
+    let wheel_r = 0.34;
+    let base = 1.05;
+    let frame = Surface::diffuse(rng.random_range(0.1..0.6));
+    let clothes = clothing(rng);
+    let mut parts = vec![
+        Part::cylinder_y(wheel_r, 0.04, Vector3::new(base / 2.0, 0.0, wheel_r), Surface::RUBBER),
+        Part::cylinder_y(wheel_r, 0.04, Vector3::new(-base / 2.0, 0.0, wheel_r), Surface::RUBBER),
+        Part::cuboid(
+            Vector3::new(base * 0.75, 0.05, 0.05),
+            Vector3::new(0.0, 0.0, 0.62),
+            frame,
+        ),
+        Part::cuboid(Vector3::new(0.05, 0.05, 0.45), Vector3::new(-0.1, 0.0, 0.5), frame),
+        Part::cuboid(Vector3::new(0.05, 0.55, 0.04), Vector3::new(0.42, 0.0, 1.0), frame),
+    ];
+    let s = rng.random_range(0.92..1.08);
+    // Rider: legs down to the pedals, torso leaning forward, head.
+    for sy in [-1.0, 1.0] {
+        parts.push(Part::cylinder_z(
+            0.07 * s,
+            0.75 * s,
+            Vector3::new(-0.05, sy * 0.11, 0.62 + 0.0 * s),
+            clothes,
+        ));
+    }
+    let lean = UnitQuaternion::from_axis_angle(&Vector3::y_axis(), 0.45);
+    parts.push(
+        Part::ellipsoid(
+            Vector3::new(0.12 * s, 0.2 * s, 0.3 * s),
+            Vector3::new(0.05, 0.0, 1.25 * s),
+            clothes,
+        )
+        .rotated(lean),
+    );
+    parts.push(Part::ellipsoid(
+        Vector3::new(0.1, 0.09, 0.12) * s,
+        Vector3::new(0.25 * s, 0.0, 1.62 * s),
+        Surface::SKIN,
+    ));
+    ObjectShape::new(parts)
+}
+
+/// A box-shaped building of footprint `l × w` and height `h`, with a roof slab.
+pub fn building_shape(l: f64, w: f64, h: f64, rng: &mut impl rand::Rng) -> ObjectShape {
+    let facade = Surface::diffuse(rng.random_range(0.15..0.45));
+    ObjectShape::new(vec![
+        Part::cuboid(Vector3::new(l, w, h), Vector3::new(0.0, 0.0, h / 2.0), facade),
+        Part::cuboid(
+            Vector3::new(l * 0.4, w * 0.4, 1.5),
+            Vector3::new(0.0, 0.0, h + 0.75),
+            Surface::METAL,
+        ),
+    ])
+}
+
+/// A straight wall `length` long (along x).
+pub fn wall_shape(length: f64, height: f64) -> ObjectShape {
+    ObjectShape::new(vec![Part::cuboid(
+        Vector3::new(length, 0.25, height),
+        Vector3::new(0.0, 0.0, height / 2.0),
+        Surface::CONCRETE,
+    )])
+}
+
+/// A lamp post: a pole with an arm reaching along +x.
+pub fn pole_shape(height: f64) -> ObjectShape {
+    ObjectShape::new(vec![
+        Part::cylinder_z(0.09, height, Vector3::new(0.0, 0.0, height / 2.0), Surface::METAL),
+        Part::cuboid(
+            Vector3::new(1.4, 0.12, 0.12),
+            Vector3::new(0.7, 0.0, height - 0.1),
+            Surface::METAL,
+        ),
+    ])
+}
+
+/// A tree: trunk plus an ellipsoidal canopy.
+pub fn tree_shape(rng: &mut impl rand::Rng) -> ObjectShape {
+    let trunk_h = rng.random_range(1.8..3.5);
+    let trunk_r = rng.random_range(0.12..0.3);
+    let canopy_r = rng.random_range(1.5..3.5);
+    let canopy_h = canopy_r * rng.random_range(0.9..1.5);
+    ObjectShape::new(vec![
+        Part::cylinder_z(
+            trunk_r,
+            trunk_h + 0.5,
+            Vector3::new(0.0, 0.0, (trunk_h + 0.5) / 2.0),
+            Surface::BARK,
+        ),
+        Part::ellipsoid(
+            Vector3::new(canopy_r, canopy_r, canopy_h),
+            Vector3::new(0.0, 0.0, trunk_h + canopy_h * 0.9),
+            Surface::FOLIAGE,
+        ),
+    ])
+}
