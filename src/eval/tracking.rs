@@ -123,24 +123,14 @@ fn clear_mot_frames(
                     pred_taken[k] = true;
                 }
             }
-            // 2. Greedy by affinity over the rest (ties: lower GT index, then lower prediction index).
-            let mut pairs: Vec<(f64, usize, usize)> = Vec::new();
-            for (g, slot) in gt_match.iter().enumerate() {
-                if slot.is_some() {
-                    continue;
-                }
-                for &k in &preds {
-                    let a = f.affinity[k][g];
-                    if !pred_taken[k] && rule.passes(a, threshold) {
-                        pairs.push((a, g, k));
-                    }
-                }
-            }
-            pairs.sort_by(|x, y| y.0.total_cmp(&x.0).then(x.1.cmp(&y.1)).then(x.2.cmp(&y.2)));
-            for (_, g, k) in pairs {
-                if gt_match[g].is_some() || pred_taken[k] {
-                    continue;
-                }
+            // 2. Optimal assignment over the rest: most matches first, then the largest total
+            //    affinity (CLEAR-MOT's minimum-distance assignment, as py-motmetrics solves it).
+            let free_gt: Vec<usize> = (0..f.gt.len()).filter(|&g| gt_match[g].is_none()).collect();
+            let free_pred: Vec<usize> = preds.iter().copied().filter(|&k| !pred_taken[k]).collect();
+            for (g, k) in optimal_pairs(&free_gt, &free_pred, |g, k| {
+                let a = f.affinity[k][g];
+                rule.passes(a, threshold).then_some(a)
+            }) {
                 gt_match[g] = Some(k);
                 pred_taken[k] = true;
                 if last_match.get(gt_id(g)).is_some_and(|&h| h != pred_id(k)) {
@@ -199,6 +189,62 @@ fn clear_mot_frames(
         }
     }
     (m, matched_scores)
+}
+
+/// The (row, column) pairs of a maximum-cardinality, then maximum-total-affinity assignment
+/// between `rows` and `columns`; `affinity` is `None` where a pair may not match. Affinities are
+/// compared at 1e-9 resolution (they are IoUs or negated distances in metres).
+fn optimal_pairs(
+    rows: &[usize],
+    columns: &[usize],
+    affinity: impl Fn(usize, usize) -> Option<f64>,
+) -> Vec<(usize, usize)> {
+    if rows.is_empty() || columns.is_empty() {
+        return Vec::new();
+    }
+    // Shift affinities to be positive and scale to integers; a forbidden pair weighs 0 while
+    // every allowed pair outweighs any sum of differences between allowed pairs, so the number
+    // of matches is maximised first.
+    let allowed: Vec<Option<f64>> = rows
+        .iter()
+        .flat_map(|&r| columns.iter().map(move |&c| (r, c)))
+        .map(|(r, c)| affinity(r, c))
+        .collect();
+    let lowest = allowed.iter().flatten().fold(f64::INFINITY, |a, &b| a.min(b));
+    if !lowest.is_finite() {
+        return Vec::new();
+    }
+    let span = allowed.iter().flatten().fold(0.0f64, |a, &b| a.max(b - lowest));
+    let scale = 1e9;
+    let n = rows.len().max(columns.len()) as i64;
+    let base = (span * scale).ceil() as i64 * (n + 1) + 1;
+    let weight = |v: Option<f64>| v.map_or(0, |a| base + ((a - lowest) * scale).round() as i64);
+    let transpose = rows.len() > columns.len();
+    let (nr, nc) = if transpose {
+        (columns.len(), rows.len())
+    } else {
+        (rows.len(), columns.len())
+    };
+    let mut values = Vec::with_capacity(nr * nc);
+    for i in 0..nr {
+        for j in 0..nc {
+            let (r, c) = if transpose { (j, i) } else { (i, j) };
+            values.push(weight(allowed[r * columns.len() + c]));
+        }
+    }
+    let Ok(matrix) = pathfinding::matrix::Matrix::from_vec(nr, nc, values) else {
+        return Vec::new();
+    };
+    let (_, assignment) = pathfinding::kuhn_munkres::kuhn_munkres(&matrix);
+    let mut pairs: Vec<(usize, usize)> = assignment
+        .into_iter()
+        .enumerate()
+        .map(|(i, j)| if transpose { (j, i) } else { (i, j) })
+        .filter(|&(r, c)| allowed[r * columns.len() + c].is_some())
+        .map(|(r, c)| (rows[r], columns[c]))
+        .collect();
+    pairs.sort_unstable();
+    pairs
 }
 
 /// Groups one class's tracked boxes by sequence and frame and computes the affinities.
@@ -320,4 +366,36 @@ pub fn evaluate_tracking(
         });
     }
     results
+}
+
+#[cfg(test)]
+mod tests {
+    use super::optimal_pairs;
+
+    /// Affinities P–A 0.9, P–B 0.6, Q–A 0.6, Q–B forbidden: greedy takes P–A and strands B; the
+    /// optimal assignment matches both (P–B, Q–A), as CLEAR-MOT asks.
+    #[test]
+    fn assignment_maximises_matches_before_affinity() {
+        let (a, b, p, q) = (0, 1, 10, 11);
+        let aff = |g: usize, k: usize| match (g, k) {
+            (0, 10) => Some(0.9),
+            (1, 10) => Some(0.6),
+            (0, 11) => Some(0.6),
+            _ => None,
+        };
+        assert_eq!(optimal_pairs(&[a, b], &[p, q], aff), vec![(a, q), (b, p)]);
+    }
+
+    /// With all pairs allowed the larger total wins (0.9 + 0.5 > 0.7 + 0.6), in either orientation
+    /// (more rows than columns is transposed internally); forbidden-only input gives nothing.
+    #[test]
+    fn assignment_maximises_total_affinity() {
+        let table = [[0.9, 0.7], [0.6, 0.5]];
+        let aff = |g: usize, k: usize| Some(table[g][k]);
+        assert_eq!(optimal_pairs(&[0, 1], &[0, 1], aff), vec![(0, 0), (1, 1)]);
+        let aff3 = |g: usize, k: usize| if g == 2 { None } else { Some(table[g][k]) };
+        assert_eq!(optimal_pairs(&[0, 1, 2], &[0, 1], aff3), vec![(0, 0), (1, 1)]);
+        assert!(optimal_pairs(&[0], &[0], |_, _| None).is_empty());
+        assert!(optimal_pairs(&[], &[0], |_, _| Some(1.0)).is_empty());
+    }
 }
