@@ -7,6 +7,7 @@
 #![warn(missing_docs)]
 
 pub mod cloud;
+pub mod demo;
 pub mod detect;
 pub mod eval;
 pub mod frame;

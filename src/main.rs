@@ -17,6 +17,18 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run the demonstration on data it simulates itself and print what each stage produced.
+    Demo {
+        /// Sweeps per platform.
+        #[arg(long, default_value_t = 5)]
+        frames: usize,
+        /// Simulator seed.
+        #[arg(long, default_value_t = 7)]
+        seed: u64,
+        /// Output folder.
+        #[arg(long, default_value = "demo-out")]
+        out: PathBuf,
+    },
     /// Print a one-screen summary of an input file (ONNX models so far).
     Inspect {
         /// The file to summarise.
@@ -58,6 +70,10 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
+        Command::Demo { frames, seed, out } => {
+            let report = boxlayer::demo::run(&boxlayer::demo::DemoOptions { frames, seed, out }).context("demo")?;
+            print!("{report}");
+        }
         Command::Inspect { file } => {
             let summary = boxlayer::inspect::inspect(&file).with_context(|| format!("inspect {}", file.display()))?;
             print!("{summary}");

@@ -42,6 +42,30 @@ struct BoxLine {
     query: Option<IdValue>,
 }
 
+/// One detection/tracking box as a JSON-lines row (no trailing newline), the inverse of
+/// [`load_jsonl`]: 9 box values, the class, the score (omitted when 1), and the optional fields
+/// that are set.
+pub fn to_json_line(b: &EvalBox) -> String {
+    let mut row = serde_json::Map::new();
+    row.insert("sequence".into(), b.frame.sequence.clone().into());
+    row.insert("frame".into(), b.frame.frame.into());
+    row.insert("box".into(), b.bbox.to_array().to_vec().into());
+    row.insert("class".into(), b.class.as_str().into());
+    if b.score != 1.0 {
+        row.insert("score".into(), b.score.into());
+    }
+    if let Some(id) = &b.track_id {
+        row.insert("track_id".into(), id.clone().into());
+    }
+    if let Some(n) = b.num_points {
+        row.insert("num_points".into(), n.into());
+    }
+    if let Some(p) = b.platform {
+        row.insert("platform".into(), p.as_str().into());
+    }
+    serde_json::Value::Object(row).to_string()
+}
+
 /// Reads a JSON-lines box list. Lines with a `query` field are grounding boxes (grouped into
 /// queries by that id, in order of first appearance); the others are detection/tracking boxes.
 /// Blank lines are skipped.
@@ -139,6 +163,40 @@ mod tests {
         let mut f = tempfile::NamedTempFile::new().unwrap();
         f.write_all(text.as_bytes()).unwrap();
         f
+    }
+
+    #[test]
+    fn written_lines_read_back_identically() {
+        let boxes = [
+            EvalBox {
+                frame: FrameKey {
+                    sequence: "s".into(),
+                    frame: 4,
+                },
+                bbox: crate::geometry::Box3::from_array([1.5, -2.0, 0.25, 4.0, 2.0, 1.5, 0.3, 0.01, -0.02]),
+                class: ObjectClass::Cyclist,
+                score: 0.625,
+                track_id: Some("17".into()),
+                num_points: Some(42),
+                platform: Some(Platform::Drone),
+            },
+            EvalBox {
+                frame: FrameKey {
+                    sequence: "s".into(),
+                    frame: 5,
+                },
+                bbox: crate::geometry::Box3::new(0.1, 0.2, 0.3, 1.0, 1.0, 1.0, -3.0),
+                class: ObjectClass::Vehicle,
+                score: 1.0,
+                track_id: None,
+                num_points: None,
+                platform: None,
+            },
+        ];
+        let text: String = boxes.iter().map(|b| to_json_line(b) + "\n").collect();
+        let f = write(&text);
+        let data = load_jsonl(f.path()).unwrap();
+        assert_eq!(data.boxes, boxes);
     }
 
     #[test]

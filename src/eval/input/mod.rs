@@ -15,7 +15,7 @@ use super::EvalError;
 use crate::frame::{ObjectClass, Platform};
 use crate::geometry::Box3;
 
-pub use jsonl::load_jsonl;
+pub use jsonl::{load_jsonl, to_json_line};
 pub use three_eed::{class_from_3eed_name, load_3eed};
 
 /// Which frame of which sequence a box belongs to.
