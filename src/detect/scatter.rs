@@ -1,0 +1,109 @@
+//! Scatter: places each pillar's encoded feature vector on the BEV canvas at its grid cell, the
+//! step split pillar models leave outside their graphs (PointPillars' `PointPillarScatter`).
+
+use rayon::prelude::*;
+
+use super::manifest::MapLayout;
+
+/// The encoder's per-pillar features.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EncodedPillars {
+    /// Feature values.
+    pub data: Vec<f32>,
+    /// Rows (pillars, including padding) in `data`.
+    pub rows: usize,
+    /// Features per pillar.
+    pub channels: usize,
+    /// `data` is channel-major (`[1, C, N(, 1)]`) rather than pillar-major (`[N(, 1), C]`).
+    pub channel_major: bool,
+}
+
+impl EncodedPillars {
+    /// Feature `channel` of pillar `row`.
+    #[inline]
+    pub fn get(&self, row: usize, channel: usize) -> f32 {
+        if self.channel_major {
+            self.data[channel * self.rows + row]
+        } else {
+            self.data[row * self.channels + channel]
+        }
+    }
+}
+
+/// A BEV canvas `[1, C, ny, nx]` (NCHW) or `[1, ny, nx, C]` (NHWC).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Canvas {
+    /// Values in `shape`'s layout; cells without a pillar are zero.
+    pub data: Vec<f32>,
+    /// The tensor shape.
+    pub shape: [usize; 4],
+}
+
+/// Scatters the first `cells.len()` rows of `encoded` onto an `nx × ny` canvas; padding rows are ignored.
+pub fn scatter_to_canvas(
+    encoded: &EncodedPillars,
+    cells: &[(u32, u32)],
+    nx: usize,
+    ny: usize,
+    layout: MapLayout,
+) -> Canvas {
+    let c = encoded.channels;
+    let count = cells.len().min(encoded.rows);
+    let mut data = vec![0.0f32; c * nx * ny];
+    match layout {
+        MapLayout::Nchw => {
+            data.par_chunks_mut(nx * ny).enumerate().for_each(|(ch, plane)| {
+                for (p, &(ix, iy)) in cells[..count].iter().enumerate() {
+                    plane[iy as usize * nx + ix as usize] = encoded.get(p, ch);
+                }
+            });
+            Canvas {
+                data,
+                shape: [1, c, ny, nx],
+            }
+        }
+        MapLayout::Nhwc => {
+            for (p, &(ix, iy)) in cells[..count].iter().enumerate() {
+                let at = (iy as usize * nx + ix as usize) * c;
+                for (ch, v) in data[at..at + c].iter_mut().enumerate() {
+                    *v = encoded.get(p, ch);
+                }
+            }
+            Canvas {
+                data,
+                shape: [1, ny, nx, c],
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pillars_land_on_their_cells_in_both_layouts() {
+        // Two pillars (+1 padding row) with 2 features each, on a 3 × 2 canvas.
+        let encoded = EncodedPillars {
+            data: vec![1.0, 2.0, 3.0, 4.0, 99.0, 99.0],
+            rows: 3,
+            channels: 2,
+            channel_major: false,
+        };
+        let cells = [(2, 0), (0, 1)];
+        let nchw = scatter_to_canvas(&encoded, &cells, 3, 2, MapLayout::Nchw);
+        assert_eq!(nchw.shape, [1, 2, 2, 3]);
+        assert_eq!(nchw.data, vec![0.0, 0.0, 1.0, 3.0, 0.0, 0.0, 0.0, 0.0, 2.0, 4.0, 0.0, 0.0]);
+        let nhwc = scatter_to_canvas(&encoded, &cells, 3, 2, MapLayout::Nhwc);
+        assert_eq!(nhwc.shape, [1, 2, 3, 2]);
+        assert_eq!(nhwc.data, vec![0.0, 0.0, 0.0, 0.0, 1.0, 2.0, 3.0, 4.0, 0.0, 0.0, 0.0, 0.0]);
+
+        let channel_major = EncodedPillars {
+            data: vec![1.0, 3.0, 99.0, 2.0, 4.0, 99.0],
+            rows: 3,
+            channels: 2,
+            channel_major: true,
+        };
+        assert_eq!(scatter_to_canvas(&channel_major, &cells, 3, 2, MapLayout::Nchw), nchw);
+    }
+}
