@@ -38,8 +38,8 @@ pub struct Detection {
     pub detector: String,
 }
 
-/// Wall time of each stage of one `detect` call.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+/// Wall time of each stage of one `detect` call (serialised as `<stage>_ms` floats).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct StageTimings {
     /// Building the encoder input.
     pub pillarize: Duration,
@@ -51,6 +51,19 @@ pub struct StageTimings {
     pub head: Duration,
     /// Decoding and NMS.
     pub decode: Duration,
+}
+
+impl Serialize for StageTimings {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut s = serializer.serialize_struct("StageTimings", 5)?;
+        s.serialize_field("pillarize_ms", &(self.pillarize.as_secs_f64() * 1e3))?;
+        s.serialize_field("encoder_ms", &(self.encoder.as_secs_f64() * 1e3))?;
+        s.serialize_field("scatter_ms", &(self.scatter.as_secs_f64() * 1e3))?;
+        s.serialize_field("head_ms", &(self.head.as_secs_f64() * 1e3))?;
+        s.serialize_field("decode_ms", &(self.decode.as_secs_f64() * 1e3))?;
+        s.end()
+    }
 }
 
 impl StageTimings {

@@ -109,4 +109,12 @@ pub enum DetectError {
         /// What is missing.
         reason: String,
     },
+    /// An input point file is malformed or the requested frame is absent.
+    #[error("{path}: {reason}")]
+    Input {
+        /// The point file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
 }

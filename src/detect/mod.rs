@@ -5,6 +5,7 @@
 
 mod anchor;
 mod center_heatmap;
+mod command;
 mod detector;
 mod error;
 mod head_map;
@@ -15,6 +16,7 @@ mod runtime;
 mod scatter;
 
 pub use anchor::{Anchor, AnchorDecoder, limit_period};
+pub use command::{DetectReport, detect_file, read_kitti_bin};
 pub use center_heatmap::{CenterHeatmapDecoder, CenterTaskMaps};
 pub use detector::{Detection, Detector, StageTimings, sha256_file};
 pub use error::DetectError;
