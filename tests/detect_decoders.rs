@@ -17,7 +17,9 @@ struct ExpectedBox {
 }
 
 fn fixture(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/detect").join(rel)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/detect")
+        .join(rel)
 }
 
 fn expected() -> Vec<ExpectedBox> {
@@ -56,15 +58,18 @@ fn assert_round_trip(detector_dir: &str) {
     // Sorted by score, highest first; the fixture's boxes have distinct scores in that order.
     for (d, e) in detections.iter().zip(&expected) {
         let b = d.box3.to_array();
-        for k in 0..6 {
+        for (k, (got, want)) in b.iter().zip(&e.values).take(6).enumerate() {
             assert!(
-                (b[k] - e.values[k]).abs() < 1e-3,
-                "{detector_dir}: value {k}: got {}, expected {} ({d:?})",
-                b[k],
-                e.values[k]
+                (got - want).abs() < 1e-3,
+                "{detector_dir}: value {k}: got {got}, expected {want} ({d:?})"
             );
         }
-        assert!(angle_diff(b[6], e.values[6]) < 1e-4, "{detector_dir}: yaw {} vs {}", b[6], e.values[6]);
+        assert!(
+            angle_diff(b[6], e.values[6]) < 1e-4,
+            "{detector_dir}: yaw {} vs {}",
+            b[6],
+            e.values[6]
+        );
         assert_eq!((b[7], b[8]), (0.0, 0.0));
         assert_eq!(d.class, class_of(&e.label));
         assert!((d.score - e.score).abs() < 1e-5, "{} vs {}", d.score, e.score);

@@ -7,7 +7,9 @@ use boxlayer::PointCloud;
 use boxlayer::detect::{Detector, PillarRows};
 
 fn fixture(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/detect").join(rel)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/detect")
+        .join(rel)
 }
 
 /// A deterministic sweep: scattered ground points plus a few dense object-sized blobs.
@@ -39,7 +41,11 @@ fn sweep(extent_m: f32) -> PointCloud {
 
 #[test]
 fn real_encoders_load_run_and_scatter_onto_their_cells() {
-    for (name, rows) in [("carkusl_pfe", 5268), ("carkusl_pfe_sim", 5268), ("haohaonju_pfe", 32000)] {
+    for (name, rows) in [
+        ("carkusl_pfe", 5268),
+        ("carkusl_pfe_sim", 5268),
+        ("haohaonju_pfe", 32000),
+    ] {
         let detector = Detector::load(&fixture(name)).unwrap();
         assert_eq!(detector.pillar_rows(), PillarRows::Fixed(rows), "{name}");
         let pillars = detector.pillarize(&sweep(45.0)).unwrap();

@@ -6,7 +6,9 @@ use std::path::{Path, PathBuf};
 use boxlayer::detect::{DetectError, Detector, DetectorManifest};
 
 fn fixture(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/detect").join(rel)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/detect")
+        .join(rel)
 }
 
 /// Copies a fixture manifest into a fresh folder with `edit` applied; model paths become absolute.
@@ -35,7 +37,9 @@ fn load_err(dir: &Path) -> DetectError {
 
 #[test]
 fn a_wrong_static_pillar_count_names_detector_tensor_and_shapes() {
-    let dir = edited("carkusl_pfe", |t| t.replace("max_pillars = 5268", "max_pillars = 30000"));
+    let dir = edited("carkusl_pfe", |t| {
+        t.replace("max_pillars = 5268", "max_pillars = 30000")
+    });
     let err = load_err(&dir);
     assert!(matches!(err, DetectError::TensorMismatch { .. }), "{err:?}");
     assert_eq!(
@@ -47,22 +51,32 @@ fn a_wrong_static_pillar_count_names_detector_tensor_and_shapes() {
 
 #[test]
 fn a_wrong_layout_is_caught() {
-    let dir = edited("carkusl_pfe_sim", |t| t.replace("layout = \"channel_major\"", "layout = \"point_major\""));
+    let dir = edited("carkusl_pfe_sim", |t| {
+        t.replace("layout = \"channel_major\"", "layout = \"point_major\"")
+    });
     let err = load_err(&dir).to_string();
-    assert!(err.contains("expected shape [5268, 20, 10], got shape [1, 10, 5268, 20]"), "{err}");
+    assert!(
+        err.contains("expected shape [5268, 20, 10], got shape [1, 10, 5268, 20]"),
+        "{err}"
+    );
 }
 
 #[test]
 fn a_wrong_feature_width_is_caught_on_the_encoder_output() {
     let dir = edited("anchor_nchw", |t| t.replace("channels = 4", "channels = 8"));
     let err = load_err(&dir).to_string();
-    assert!(err.contains("tensor `features`: expected shape [64, 8] or [64, 1, 8], got shape [-1, 4]"), "{err}");
+    assert!(
+        err.contains("tensor `features`: expected shape [64, 8] or [64, 1, 8], got shape [-1, 4]"),
+        "{err}"
+    );
 }
 
 #[test]
 fn a_wrong_head_output_size_names_the_output() {
     // Two more anchor rotations per class: the head has 6 anchors per cell, not 9.
-    let dir = edited("anchor_nchw", |t| t.replace("rotations = [0.0, ", "rotations = [0.7, 0.0, "));
+    let dir = edited("anchor_nchw", |t| {
+        t.replace("rotations = [0.0, ", "rotations = [0.7, 0.0, ")
+    });
     let err = load_err(&dir).to_string();
     assert_eq!(
         err,
@@ -73,7 +87,9 @@ fn a_wrong_head_output_size_names_the_output() {
 
 #[test]
 fn a_wrong_tensor_name_lists_what_the_model_has() {
-    let dir = edited("center_nhwc", |t| t.replace("heatmap = \"hm_1\"", "heatmap = \"heatmap_1\""));
+    let dir = edited("center_nhwc", |t| {
+        t.replace("heatmap = \"hm_1\"", "heatmap = \"heatmap_1\"")
+    });
     let err = load_err(&dir);
     assert!(matches!(err, DetectError::MissingTensor { .. }), "{err:?}");
     let text = err.to_string();
@@ -99,7 +115,9 @@ fn a_bad_sha256_fails_before_any_session_opens() {
 
 #[test]
 fn a_missing_model_file_is_named() {
-    let dir = edited("center_nchw", |t| t.replace("center_head_nchw.onnx", "no_such_head.onnx"));
+    let dir = edited("center_nchw", |t| {
+        t.replace("center_head_nchw.onnx", "no_such_head.onnx")
+    });
     let err = load_err(&dir);
     assert!(matches!(err, DetectError::MissingModel { .. }), "{err:?}");
     assert!(err.to_string().contains("no_such_head.onnx not found"), "{err}");
@@ -107,12 +125,16 @@ fn a_missing_model_file_is_named() {
 
 #[test]
 fn unknown_keys_and_bad_values_are_rejected() {
-    let dir = edited("center_nchw", |t| t.replace("[postprocess]", "[postprocess]\nnms_iou = 0.3"));
+    let dir = edited("center_nchw", |t| {
+        t.replace("[postprocess]", "[postprocess]\nnms_iou = 0.3")
+    });
     let err = load_err(&dir);
     assert!(matches!(err, DetectError::Manifest { .. }), "{err:?}");
     assert!(err.to_string().contains("unknown field `nms_iou`"), "{err}");
 
-    let dir = edited("center_nchw", |t| t.replace("out_size_factor = 2", "out_size_factor = 3"));
+    let dir = edited("center_nchw", |t| {
+        t.replace("out_size_factor = 2", "out_size_factor = 3")
+    });
     assert_eq!(
         load_err(&dir).to_string(),
         "detector `center_nchw`: head.center.out_size_factor: grid 16×16 is not divisible by 3"

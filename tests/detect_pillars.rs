@@ -55,11 +55,17 @@ fn assert_second_pillar(order: PillarFeatureOrder, sources: &[&str], expected: [
     for (slot, want) in expected.iter().enumerate() {
         let got = &row[slot * c..(slot + 1) * c];
         for (k, (g, w)) in got.iter().zip(want).enumerate() {
-            assert!((g - w).abs() < 1e-5, "{order:?}: point {slot} channel {k}: got {g}, expected {w}");
+            assert!(
+                (g - w).abs() < 1e-5,
+                "{order:?}: point {slot} channel {k}: got {g}, expected {w}"
+            );
         }
     }
     assert!(row[3 * c..].iter().all(|v| *v == 0.0), "padding slot must be zero");
-    assert!(pillars.features[8 * c..].iter().all(|v| *v == 0.0), "padding row must be zero");
+    assert!(
+        pillars.features[8 * c..].iter().all(|v| *v == 0.0),
+        "padding row must be zero"
+    );
 
     // The channel-major layout holds the same numbers at [0, channel, pillar, slot].
     let s = spec(order, sources, EncoderLayout::ChannelMajor);
@@ -68,7 +74,10 @@ fn assert_second_pillar(order: PillarFeatureOrder, sources: &[&str], expected: [
     for (slot, want) in expected.iter().enumerate() {
         for (k, w) in want.iter().enumerate() {
             let g = cm.features[(k * 3 + 1) * 4 + slot];
-            assert!((g - w).abs() < 1e-5, "channel-major: point {slot} channel {k}: got {g}, expected {w}");
+            assert!(
+                (g - w).abs() < 1e-5,
+                "channel-major: point {slot} channel {k}: got {g}, expected {w}"
+            );
         }
     }
 }

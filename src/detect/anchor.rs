@@ -126,8 +126,7 @@ impl AnchorDecoder {
                         }
                     }
                     let score = activate(best, activation);
-                    // Negated so that a NaN score is dropped too.
-                    if !(score >= score_threshold) {
+                    if score.is_nan() || score < score_threshold {
                         continue;
                     }
                     let residual: [f64; 7] = std::array::from_fn(|j| boxes.at(a * code + j, y, x) as f64);

@@ -97,8 +97,7 @@ impl CenterHeatmapDecoder {
                     for x in 0..hm.width() {
                         let v = hm.at(c, y, x);
                         let score = activate(v, activation);
-                        // Negated so that a NaN score is dropped too.
-                        if !(score >= score_threshold) || !self.is_peak(hm, c, y, x, v) {
+                        if score.is_nan() || score < score_threshold || !self.is_peak(hm, c, y, x, v) {
                             continue;
                         }
                         let cx = (x as f64 + task.reg.at(0, y, x) as f64) * f * self.pillar_size[0] + self.range_min[0];

@@ -269,11 +269,7 @@ fn check_tensor(
         ));
     }
     let fits = |want: &Vec<i64>| {
-        want.len() == info.shape.len()
-            && want
-                .iter()
-                .zip(&info.shape)
-                .all(|(w, a)| *w < 0 || *a < 0 || w == a)
+        want.len() == info.shape.len() && want.iter().zip(&info.shape).all(|(w, a)| *w < 0 || *a < 0 || w == a)
     };
     if !expected.iter().any(fits) {
         let want: Vec<String> = expected.iter().map(|s| shape_text(s)).collect();
@@ -349,7 +345,11 @@ impl Detector {
         let (nx, ny) = manifest.grid_size();
         let p = &manifest.pillars;
         let channels = manifest.pillar_channels();
-        let (maxp, m, c) = (p.max_pillars as i64, p.max_points_per_pillar as i64, channels.len() as i64);
+        let (maxp, m, c) = (
+            p.max_pillars as i64,
+            p.max_points_per_pillar as i64,
+            channels.len() as i64,
+        );
         let pillar_shape = match p.layout {
             EncoderLayout::PointMajor => vec![maxp, m, c],
             EncoderLayout::ChannelMajor => vec![1, c, maxp, m],
@@ -631,7 +631,10 @@ impl Detector {
                     coords[p * 4 + 2] = iy as i64;
                     coords[p * 4 + 3] = ix as i64;
                 }
-                let int_tensor = |values: Vec<i64>, shape: Vec<usize>, as_i64: bool| -> Result<SessionInputValue<'static>, DetectError> {
+                let int_tensor = |values: Vec<i64>,
+                                  shape: Vec<usize>,
+                                  as_i64: bool|
+                 -> Result<SessionInputValue<'static>, DetectError> {
                     if as_i64 {
                         Tensor::from_array((shape, values)).map(Into::into).map_err(fail)
                     } else {
@@ -644,7 +647,10 @@ impl Detector {
                         Cow::from(pillars_input.as_str()),
                         self.tensor_view(graph, &pillars.shape, &pillars.features)?,
                     ),
-                    (Cow::from(coords_input.as_str()), int_tensor(coords, vec![rows, 4], *coords_i64)?),
+                    (
+                        Cow::from(coords_input.as_str()),
+                        int_tensor(coords, vec![rows, 4], *coords_i64)?,
+                    ),
                 ];
                 if let Some((n, as_i64)) = num_points_input {
                     let mut counts = vec![0i64; rows];

@@ -196,7 +196,10 @@ pub struct PointsConfig {
 impl Default for PointsConfig {
     fn default() -> Self {
         Self {
-            features: ["x", "y", "z", "intensity"].iter().map(|s| PointFeature::raw(s)).collect(),
+            features: ["x", "y", "z", "intensity"]
+                .iter()
+                .map(|s| PointFeature::raw(s))
+                .collect(),
         }
     }
 }
@@ -270,7 +273,9 @@ impl PillarFeatureOrder {
                 .chain(features(3))
                 .chain([XCluster, YCluster, ZCluster, XCenter, YCenter, ZCenter])
                 .collect(),
-            Self::Centerpoint => features(0).chain([XCluster, YCluster, ZCluster, XCenter, YCenter]).collect(),
+            Self::Centerpoint => features(0)
+                .chain([XCluster, YCluster, ZCluster, XCenter, YCenter])
+                .collect(),
             Self::PointpillarsCenterOffset => [XCenter, YCenter]
                 .into_iter()
                 .take(feature_count)
@@ -437,6 +442,8 @@ pub struct AnchorHeadConfig {
 }
 
 impl Default for AnchorHeadConfig {
+    // 0.78539 is OpenPCDet's configured `DIR_OFFSET`, kept verbatim rather than π/4.
+    #[allow(clippy::approx_constant)]
     fn default() -> Self {
         Self {
             cls: "cls_preds".into(),
@@ -637,7 +644,7 @@ impl DetectorManifest {
             return Err(invalid("pillars.pillar_size", format!("must be positive, got {s:?}")));
         }
         for axis in 0..3 {
-            if !(r[axis + 3] > r[axis]) {
+            if !r[axis].is_finite() || !r[axis + 3].is_finite() || r[axis + 3] <= r[axis] {
                 return Err(invalid(
                     "pillars.point_cloud_range",
                     format!("max must exceed min on every axis, got {r:?}"),
@@ -654,7 +661,10 @@ impl DetectorManifest {
         if ((r[5] - r[2]) / s[2] - 1.0).abs() > 1e-3 {
             return Err(invalid(
                 "pillars.pillar_size",
-                format!("a pillar must span the whole z range {} .. {}, got height {}", r[2], r[5], s[2]),
+                format!(
+                    "a pillar must span the whole z range {} .. {}, got height {}",
+                    r[2], r[5], s[2]
+                ),
             ));
         }
         if p.max_points_per_pillar == 0 || p.max_pillars == 0 {
@@ -697,10 +707,16 @@ impl DetectorManifest {
                     return Err(invalid("models", "family `single_graph` needs [models.graph]".into()));
                 };
                 if self.models.encoder.is_some() || self.models.head.is_some() {
-                    return Err(invalid("models", "family `single_graph` takes only [models.graph]".into()));
+                    return Err(invalid(
+                        "models",
+                        "family `single_graph` takes only [models.graph]".into(),
+                    ));
                 }
                 if graph.pillars.is_empty() || graph.coords.is_empty() {
-                    return Err(invalid("models.graph", "`pillars` and `coords` input names are required".into()));
+                    return Err(invalid(
+                        "models.graph",
+                        "`pillars` and `coords` input names are required".into(),
+                    ));
                 }
             }
         }
@@ -738,7 +754,11 @@ impl DetectorManifest {
                 if a.labels.is_empty() || a.anchors.len() != a.labels.len() {
                     return Err(invalid(
                         "head.anchor.anchors",
-                        format!("one anchor entry per label: {} labels, {} entries", a.labels.len(), a.anchors.len()),
+                        format!(
+                            "one anchor entry per label: {} labels, {} entries",
+                            a.labels.len(),
+                            a.anchors.len()
+                        ),
                     ));
                 }
                 for (label, anchors) in a.labels.iter().zip(&a.anchors) {
@@ -759,7 +779,10 @@ impl DetectorManifest {
                     return Err(invalid("head.anchor.box_code_size", "at least 7".into()));
                 }
                 if a.cls.is_empty() || a.r#box.is_empty() {
-                    return Err(invalid("head.anchor", "`cls` and `box` output names are required".into()));
+                    return Err(invalid(
+                        "head.anchor",
+                        "`cls` and `box` output names are required".into(),
+                    ));
                 }
                 if !a.dir_cls.is_empty() && a.num_dir_bins == 0 {
                     return Err(invalid("head.anchor.num_dir_bins", "must be positive".into()));
@@ -773,7 +796,7 @@ impl DetectorManifest {
                         format!("grid {nx}×{ny} is not divisible by {}", c.out_size_factor),
                     ));
                 }
-                if c.peak_kernel == 0 || c.peak_kernel % 2 == 0 {
+                if c.peak_kernel == 0 || c.peak_kernel.is_multiple_of(2) {
                     return Err(invalid("head.center.peak_kernel", "must be odd".into()));
                 }
                 if c.tasks.is_empty() {
@@ -838,7 +861,17 @@ mod tests {
         assert_eq!(PillarFeatureOrder::Centerpoint.channels(4).len(), 9);
         assert_eq!(
             PillarFeatureOrder::PointpillarsCenterOffset.channels(4),
-            vec![XCenter, YCenter, Feature(2), Feature(3), XCluster, YCluster, ZCluster, XCenter, YCenter]
+            vec![
+                XCenter,
+                YCenter,
+                Feature(2),
+                Feature(3),
+                XCluster,
+                YCluster,
+                ZCluster,
+                XCenter,
+                YCenter
+            ]
         );
         assert_eq!(
             PillarFeatureOrder::Mmdet3dLegacy.channels(4)[..4],
@@ -856,10 +889,9 @@ mod tests {
 
     #[test]
     fn custom_order_parses_from_toml() {
-        let m: DetectorManifest = toml::from_str(
-            "[pillars]\nfeature_order = { custom = [{ feature = 0 }, \"x_cluster\", \"zero\"] }\n",
-        )
-        .unwrap();
+        let m: DetectorManifest =
+            toml::from_str("[pillars]\nfeature_order = { custom = [{ feature = 0 }, \"x_cluster\", \"zero\"] }\n")
+                .unwrap();
         assert_eq!(m.pillar_channels(), vec![Feature(0), XCluster, Zero]);
     }
 

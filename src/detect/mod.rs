@@ -16,8 +16,8 @@ mod runtime;
 mod scatter;
 
 pub use anchor::{Anchor, AnchorDecoder, limit_period};
-pub use command::{DetectReport, detect_file, read_kitti_bin};
 pub use center_heatmap::{CenterHeatmapDecoder, CenterTaskMaps};
+pub use command::{DetectReport, detect_file, read_kitti_bin};
 pub use detector::{Detection, Detector, StageTimings, sha256_file};
 pub use error::DetectError;
 pub use head_map::{DecodedBox, HeadMap, activate, map_shape};

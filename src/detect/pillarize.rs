@@ -143,7 +143,10 @@ impl FeatureColumn<'_> {
     }
 }
 
-fn resolve_columns<'a>(cloud: &'a PointCloud, features: &[PointFeature]) -> Result<Vec<FeatureColumn<'a>>, PillarError> {
+fn resolve_columns<'a>(
+    cloud: &'a PointCloud,
+    features: &[PointFeature],
+) -> Result<Vec<FeatureColumn<'a>>, PillarError> {
     features
         .iter()
         .map(|f| {
@@ -310,7 +313,10 @@ mod tests {
     use crate::detect::manifest::PillarFeatureOrder;
 
     fn spec(order: PillarFeatureOrder, layout: EncoderLayout, max_points: usize, max_pillars: usize) -> PillarSpec {
-        let features: Vec<PointFeature> = ["x", "y", "z", "intensity"].iter().map(|s| PointFeature::raw(s)).collect();
+        let features: Vec<PointFeature> = ["x", "y", "z", "intensity"]
+            .iter()
+            .map(|s| PointFeature::raw(s))
+            .collect();
         PillarSpec {
             grid: PillarGrid::new([0.0, -2.0, -3.0, 4.0, 2.0, 1.0], [1.0, 1.0, 4.0]),
             max_points_per_pillar: max_points,

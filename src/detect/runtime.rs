@@ -137,7 +137,10 @@ pub fn open_session_with(model: &Path, options: &SessionOptions) -> Result<Sessi
     }
     if let Some(device) = options.cuda_device {
         // Without `error_on_failure` ort silently falls back to the CPU, hiding a wrong set-up.
-        let cuda = ort::ep::CUDA::default().with_device_id(device).build().error_on_failure();
+        let cuda = ort::ep::CUDA::default()
+            .with_device_id(device)
+            .build()
+            .error_on_failure();
         builder = builder.with_execution_providers([cuda]).map_err(|e| fail(&e))?;
     }
     builder.commit_from_file(model).map_err(|e| fail(&e))

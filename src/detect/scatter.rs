@@ -93,10 +93,16 @@ mod tests {
         let cells = [(2, 0), (0, 1)];
         let nchw = scatter_to_canvas(&encoded, &cells, 3, 2, MapLayout::Nchw);
         assert_eq!(nchw.shape, [1, 2, 2, 3]);
-        assert_eq!(nchw.data, vec![0.0, 0.0, 1.0, 3.0, 0.0, 0.0, 0.0, 0.0, 2.0, 4.0, 0.0, 0.0]);
+        assert_eq!(
+            nchw.data,
+            vec![0.0, 0.0, 1.0, 3.0, 0.0, 0.0, 0.0, 0.0, 2.0, 4.0, 0.0, 0.0]
+        );
         let nhwc = scatter_to_canvas(&encoded, &cells, 3, 2, MapLayout::Nhwc);
         assert_eq!(nhwc.shape, [1, 2, 3, 2]);
-        assert_eq!(nhwc.data, vec![0.0, 0.0, 0.0, 0.0, 1.0, 2.0, 3.0, 4.0, 0.0, 0.0, 0.0, 0.0]);
+        assert_eq!(
+            nhwc.data,
+            vec![0.0, 0.0, 0.0, 0.0, 1.0, 2.0, 3.0, 4.0, 0.0, 0.0, 0.0, 0.0]
+        );
 
         let channel_major = EncodedPillars {
             data: vec![1.0, 3.0, 99.0, 2.0, 4.0, 99.0],
