@@ -105,3 +105,8 @@ fn a_higher_threshold_drops_the_weaker_boxes() {
     let detector = Detector::from_manifest(manifest, &fixture("center_nchw")).unwrap();
     assert_eq!(detector.detect(&cloud()).unwrap().len(), 1);
 }
+
+#[test]
+fn single_graph_family_feeds_pillars_coords_and_counts() {
+    assert_round_trip("single_center");
+}

@@ -10,6 +10,8 @@ The Rust tests load the manifests, run the whole detector and must get the boxes
   tiny_pfn.onnx               pillars f32 [P, 8, 10] (P dynamic) -> features [P, 4]: max over points, then x W
   anchor_head_{nchw,nhwc}.onnx canvas [1, 4, 16, 16] / [1, 16, 16, 4] -> cls_preds, box_preds, dir_cls_preds
   center_head_{nchw,nhwc}.onnx canvas -> two tasks: hm/reg/height/dim/rot/vel_0 and hm/reg/height/dim/rot_1
+  single_center_nchw.onnx     single-graph family: pillars [P, 8, 10], coords int64 [P, 4], num_points int32 [P]
+                              -> the CenterPoint maps above (plus 0 · sums of all three inputs)
   pooled_center_head_s{1,4}.onnx canvas [1, 64, H, W] -> CenterPoint maps computed from the canvas
                               (heatmap = 4·maxpool_s(max over channels) − 2): a head for the real encoders
 
@@ -168,6 +170,34 @@ def constant_head(maps, layout, name):
     graph = helper.make_graph(
         nodes, name, [helper.make_tensor_value_info("canvas", TensorProto.FLOAT, canvas_shape)], outputs, initializer=inits
     )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], producer_name="boxlayer-tools")
+
+
+def single_graph(maps):
+    """pillars, coords (int64), num_points (int32) -> each map as a constant, plus 0 · sums of the inputs."""
+    nodes = [
+        helper.make_node("ReduceSum", ["pillars"], ["pillar_sum"], keepdims=0),
+        helper.make_node("ReduceSum", ["coords"], ["coord_sum_i"], keepdims=0),
+        helper.make_node("Cast", ["coord_sum_i"], ["coord_sum"], to=TensorProto.FLOAT),
+        helper.make_node("ReduceSum", ["num_points"], ["count_sum_i"], keepdims=0),
+        helper.make_node("Cast", ["count_sum_i"], ["count_sum"], to=TensorProto.FLOAT),
+        helper.make_node("Add", ["pillar_sum", "coord_sum"], ["sum2"]),
+        helper.make_node("Add", ["sum2", "count_sum"], ["sum3"]),
+        helper.make_node("Mul", ["sum3", "zero"], ["nothing"]),
+    ]
+    inits = [numpy_helper.from_array(np.array(0.0, np.float32), "zero")]
+    outputs = []
+    for out_name, chw in maps.items():
+        arr = np.ascontiguousarray(chw[None], np.float32)
+        inits.append(numpy_helper.from_array(arr, out_name + "_value"))
+        nodes.append(helper.make_node("Add", [out_name + "_value", "nothing"], [out_name]))
+        outputs.append(helper.make_tensor_value_info(out_name, TensorProto.FLOAT, list(arr.shape)))
+    inputs = [
+        helper.make_tensor_value_info("pillars", TensorProto.FLOAT, ["P", 8, 10]),
+        helper.make_tensor_value_info("coords", TensorProto.INT64, ["P", 4]),
+        helper.make_tensor_value_info("num_points", TensorProto.INT32, ["P"]),
+    ]
+    graph = helper.make_graph(nodes, "single_center_nchw", inputs, outputs, initializer=inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], producer_name="boxlayer-tools")
 
 
@@ -342,6 +372,22 @@ def main():
         sha = save(constant_head(encode_center(), layout, f"center_head_{layout}"), f"center_head_{layout}.onnx")
         (OUT / f"center_{layout}").mkdir(exist_ok=True)
         (OUT / f"center_{layout}" / "detector.toml").write_text(center_manifest(layout, sha, pfn_sha))
+    sha = save(single_graph(encode_center()), "single_center_nchw.onnx")
+    text = center_manifest("nchw", "unused", pfn_sha)
+    head = text[text.index("[models.head]"):text.index("[head]")]
+    encoder = text[text.index("[models.encoder]"):text.index("[pillars]")]
+    text = text.replace(head, "").replace(encoder, f"""[models.graph]
+file = "../single_center_nchw.onnx"
+sha256 = "{sha}"
+pillars = "pillars"
+coords = "coords"
+num_points = "num_points"
+
+""")
+    text = text.replace('family = "split_pillar"', 'family = "single_graph"').replace('name = "center_nchw"', 'name = "single_center"')
+    text = text.replace("CenterPoint head, NCHW.", "single graph with CenterPoint outputs, NCHW.")
+    (OUT / "single_center").mkdir(exist_ok=True)
+    (OUT / "single_center" / "detector.toml").write_text(text)
     for stride in [1, 4]:
         save(pooled_center_head(stride), f"pooled_center_head_s{stride}.onnx")
     boxes = [
