@@ -11,8 +11,8 @@ use boxlayer::detect::manifest::{
     PointFeature, ScoreActivation,
 };
 use boxlayer::detect::{
-    AnchorDecoder, CenterHeatmapDecoder, CenterTaskMaps, Detector, HeadMap, PillarGrid, PillarRows, PillarSpec,
-    pillarize,
+    AnchorDecoder, Canvas, CenterHeatmapDecoder, CenterTaskMaps, Detector, HeadMap, PillarGrid, PillarRows, PillarSpec,
+    Pillars, pillarize, pillarize_into, scatter_into,
 };
 use criterion::{Criterion, criterion_group, criterion_main};
 
@@ -72,32 +72,44 @@ fn kitti_pointpillars_spec() -> PillarSpec {
     }
 }
 
+/// Steady state: the same `Pillars` buffers reused call after call, as `Detector` does.
+fn reused(cloud: &PointCloud, spec: &PillarSpec, rows: PillarRows, out: &mut Pillars) {
+    pillarize_into(cloud, spec, rows, out).unwrap();
+    black_box(&out.features);
+}
+
 fn bench_pillarize(c: &mut Criterion) {
     let one_core = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+    let mut out = Pillars::default();
     for n in [120_000, 150_000] {
         let cloud = sweep(n);
         let spec = waymo_centerpoint_spec(EncoderLayout::PointMajor);
-        c.bench_function(
-            &format!("pillarize/{}k/waymo_centerpoint_static32000/1_core", n / 1000),
-            |b| b.iter(|| one_core.install(|| black_box(pillarize(&cloud, &spec, PillarRows::Fixed(32000)).unwrap()))),
-        );
-        c.bench_function(
-            &format!("pillarize/{}k/waymo_centerpoint_trimmed/1_core", n / 1000),
-            |b| b.iter(|| one_core.install(|| black_box(pillarize(&cloud, &spec, PillarRows::Trim).unwrap()))),
-        );
-        c.bench_function(
-            &format!("pillarize/{}k/waymo_centerpoint_static32000/rayon", n / 1000),
-            |b| b.iter(|| black_box(pillarize(&cloud, &spec, PillarRows::Fixed(32000)).unwrap())),
-        );
+        let k = n / 1000;
+        c.bench_function(&format!("pillarize/{k}k/waymo_centerpoint_static32000/1_core"), |b| {
+            b.iter(|| one_core.install(|| reused(&cloud, &spec, PillarRows::Fixed(32000), &mut out)))
+        });
+        c.bench_function(&format!("pillarize/{k}k/waymo_centerpoint_trimmed/1_core"), |b| {
+            b.iter(|| one_core.install(|| reused(&cloud, &spec, PillarRows::Trim, &mut out)))
+        });
+        c.bench_function(&format!("pillarize/{k}k/waymo_centerpoint_static32000/rayon"), |b| {
+            b.iter(|| reused(&cloud, &spec, PillarRows::Fixed(32000), &mut out))
+        });
     }
     let cloud = sweep(150_000);
+    let spec = waymo_centerpoint_spec(EncoderLayout::PointMajor);
+    c.bench_function(
+        "pillarize/150k/waymo_centerpoint_static32000/1_core_fresh_buffers",
+        |b| b.iter(|| one_core.install(|| black_box(pillarize(&cloud, &spec, PillarRows::Fixed(32000)).unwrap()))),
+    );
     let spec = waymo_centerpoint_spec(EncoderLayout::ChannelMajor);
+    let mut cm = Pillars::default();
     c.bench_function("pillarize/150k/waymo_centerpoint_channel_major/1_core", |b| {
-        b.iter(|| one_core.install(|| black_box(pillarize(&cloud, &spec, PillarRows::Fixed(32000)).unwrap())))
+        b.iter(|| one_core.install(|| reused(&cloud, &spec, PillarRows::Fixed(32000), &mut cm)))
     });
     let spec = kitti_pointpillars_spec();
+    let mut kitti = Pillars::default();
     c.bench_function("pillarize/150k/kitti_pointpillars_trimmed/1_core", |b| {
-        b.iter(|| one_core.install(|| black_box(pillarize(&cloud, &spec, PillarRows::Trim).unwrap())))
+        b.iter(|| one_core.install(|| reused(&cloud, &spec, PillarRows::Trim, &mut kitti)))
     });
 }
 
@@ -186,11 +198,19 @@ fn bench_encoders(c: &mut Criterion) {
             b.iter(|| black_box(detector.encode(&pillars).unwrap()))
         });
         let encoded = detector.encode(&pillars).unwrap().unwrap();
-        c.bench_function(&format!("scatter/{name}"), |b| {
-            b.iter(|| black_box(detector.scatter(&pillars, &encoded)))
+        let (nx, ny) = detector.manifest().grid_size();
+        let layout = detector.manifest().scatter.layout;
+        let mut canvas = Canvas::default();
+        c.bench_function(&format!("scatter/{name}/reused_canvas"), |b| {
+            b.iter(|| {
+                scatter_into(&encoded, &pillars.cells, nx, ny, layout, &mut canvas);
+                black_box(&canvas.data);
+            })
         });
-        let (_, t) = detector.detect_timed(&cloud).unwrap();
-        eprintln!("{name}: one detect_timed call: {t:?}");
+        for _ in 0..2 {
+            let (_, t) = detector.detect_timed(&cloud).unwrap();
+            eprintln!("{name}: detect_timed (warm buffers on the 2nd call): {t:?}");
+        }
     }
 }
 

@@ -17,10 +17,10 @@ use super::center_heatmap::{CenterHeatmapDecoder, CenterTaskMaps};
 use super::error::DetectError;
 use super::head_map::{DecodedBox, HeadMap, map_shape};
 use super::manifest::{DecoderKind, DetectorManifest, EncoderLayout, ExecutionProvider, Family, MapLayout, ModelFile};
-use super::pillarize::{PillarGrid, PillarRows, PillarSpec, Pillars, pillarize};
+use super::pillarize::{PillarGrid, PillarRows, PillarSpec, Pillars, pillarize, pillarize_into};
 use super::postprocess::select_boxes;
 use super::runtime::{SessionOptions, TensorInfo, open_session_with, session_tensors};
-use super::scatter::{Canvas, EncodedPillars, scatter_to_canvas};
+use super::scatter::{Canvas, EncodedPillars, scatter_into, scatter_to_canvas};
 use crate::cloud::PointCloud;
 use crate::frame::ObjectClass;
 use crate::geometry::Box3;
@@ -201,6 +201,9 @@ pub struct Detector {
     rows: PillarRows,
     /// Head outputs and their expected shapes, in decoder order.
     head_outputs: Vec<(String, [usize; 4])>,
+    /// Pillar and canvas buffers of finished calls, reused so steady-state calls allocate no
+    /// large zeroed buffers (their page faults cost more than the pillarisation itself).
+    scratch: Mutex<Vec<(Pillars, Canvas)>>,
 }
 
 impl std::fmt::Debug for Detector {
@@ -510,6 +513,7 @@ impl Detector {
             spec,
             rows,
             head_outputs,
+            scratch: Mutex::new(Vec::new()),
         })
     }
 
@@ -721,22 +725,51 @@ impl Detector {
 
     /// As [`Detector::detect`], also returning the time of each stage.
     pub fn detect_timed(&self, cloud: &PointCloud) -> Result<(Vec<Detection>, StageTimings), DetectError> {
+        let (mut pillars, mut canvas) = self
+            .scratch
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .pop()
+            .unwrap_or_default();
+        let result = self.detect_with(cloud, &mut pillars, &mut canvas);
+        self.scratch
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push((pillars, canvas));
+        result
+    }
+
+    fn detect_with(
+        &self,
+        cloud: &PointCloud,
+        pillars: &mut Pillars,
+        canvas: &mut Canvas,
+    ) -> Result<(Vec<Detection>, StageTimings), DetectError> {
         let mut t = StageTimings::default();
         let start = Instant::now();
-        let pillars = self.pillarize(cloud)?;
+        pillarize_into(cloud, &self.spec, self.rows, pillars).map_err(|e| DetectError::Cloud {
+            detector: self.manifest.name.clone(),
+            reason: e.to_string(),
+        })?;
         t.pillarize = start.elapsed();
 
         let start = Instant::now();
-        let encoded = self.encode(&pillars)?;
+        let encoded = self.encode(pillars)?;
         t.encoder = start.elapsed();
 
         let start = Instant::now();
-        let canvas = encoded.as_ref().map(|e| self.scatter(&pillars, e));
+        let canvas = match &encoded {
+            Some(e) => {
+                let (nx, ny) = self.manifest.grid_size();
+                scatter_into(e, &pillars.cells, nx, ny, self.manifest.scatter.layout, canvas);
+                Some(&*canvas)
+            }
+            None => None,
+        };
         t.scatter = start.elapsed();
 
         let start = Instant::now();
-        let outputs = self.run_head(&pillars, canvas.as_ref())?;
-        drop(canvas);
+        let outputs = self.run_head(pillars, canvas)?;
         t.head = start.elapsed();
 
         let start = Instant::now();

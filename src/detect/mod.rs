@@ -22,10 +22,10 @@ pub use detector::{Detection, Detector, StageTimings, sha256_file};
 pub use error::DetectError;
 pub use head_map::{DecodedBox, HeadMap, activate, map_shape};
 pub use manifest::{DetectorManifest, MANIFEST_FILE};
-pub use pillarize::{PillarError, PillarGrid, PillarRows, PillarSpec, Pillars, pillarize};
+pub use pillarize::{PillarError, PillarGrid, PillarRows, PillarSpec, Pillars, pillarize, pillarize_into};
 pub use postprocess::select_boxes;
 pub use runtime::{
     OnnxModelInfo, RuntimeError, SessionOptions, TensorInfo, describe_model, find_onnxruntime, onnx_environment,
     open_session, open_session_with, session_tensors,
 };
-pub use scatter::{Canvas, EncodedPillars, scatter_to_canvas};
+pub use scatter::{Canvas, EncodedPillars, scatter_into, scatter_to_canvas};

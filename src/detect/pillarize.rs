@@ -104,8 +104,9 @@ pub enum PillarRows {
     Trim,
 }
 
-/// A sweep's pillars, ready to feed to an encoder.
-#[derive(Debug, Clone, PartialEq)]
+/// A sweep's pillars, ready to feed to an encoder. Reusing one `Pillars` across sweeps
+/// ([`pillarize_into`]) keeps its buffers: only the rows and cells the last sweep touched are reset.
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Pillars {
     /// Encoder input values in `shape`'s layout; padded slots and rows are zero.
     pub features: Vec<f32>,
@@ -117,6 +118,12 @@ pub struct Pillars {
     pub num_points: Vec<u32>,
     /// Rows of the tensor (≥ the pillar count).
     pub rows: usize,
+    /// Scratch: pillar index per grid cell (`u32::MAX` = none), reset cell by cell.
+    pillar_of_cell: Vec<u32>,
+    /// Scratch: indices of each pillar's kept points, `max_points_per_pillar` per pillar.
+    point_index: Vec<u32>,
+    /// Scratch: mean `[x, y, z]` of each pillar's kept points.
+    means: Vec<[f32; 3]>,
 }
 
 impl Pillars {
@@ -179,8 +186,20 @@ fn resolve_columns<'a>(
 
 /// Builds the encoder input for `cloud`: assigns points to pillars in point order (a pillar is
 /// created by its first point; pillars beyond the limit and points beyond a pillar's limit are
-/// dropped), then fills each kept point's channels. Rows are built in parallel.
+/// dropped), then fills each kept point's channels. Rows (or channel planes) are built in parallel.
 pub fn pillarize(cloud: &PointCloud, spec: &PillarSpec, rows: PillarRows) -> Result<Pillars, PillarError> {
+    let mut pillars = Pillars::default();
+    pillarize_into(cloud, spec, rows, &mut pillars)?;
+    Ok(pillars)
+}
+
+/// As [`pillarize`], reusing `out`'s buffers (no large allocation or page faults in steady state).
+pub fn pillarize_into(
+    cloud: &PointCloud,
+    spec: &PillarSpec,
+    rows: PillarRows,
+    out: &mut Pillars,
+) -> Result<(), PillarError> {
     let columns = resolve_columns(cloud, &spec.features)?;
     let grid = &spec.grid;
     let m = spec.max_points_per_pillar;
@@ -189,94 +208,165 @@ pub fn pillarize(cloud: &PointCloud, spec: &PillarSpec, rows: PillarRows) -> Res
         PillarRows::Trim => spec.max_pillars,
     };
     let (xs, ys, zs) = (cloud.x(), cloud.y(), cloud.z());
+    let previous_count = out.cells.len();
+
+    // Reset only what the previous sweep touched.
+    if out.pillar_of_cell.len() != grid.nx * grid.ny {
+        out.pillar_of_cell = vec![u32::MAX; grid.nx * grid.ny];
+    } else {
+        for &(ix, iy) in &out.cells {
+            out.pillar_of_cell[iy as usize * grid.nx + ix as usize] = u32::MAX;
+        }
+    }
+    out.cells.clear();
+    out.num_points.clear();
+    out.point_index.clear();
 
     // Pass 1, sequential because "first come first kept" depends on point order: a dense grid
     // maps each cell to its pillar; each pillar records the indices of its kept points.
-    let mut pillar_of_cell = vec![u32::MAX; grid.nx * grid.ny];
-    let mut cells: Vec<(u32, u32)> = Vec::new();
-    let mut num_points: Vec<u32> = Vec::new();
-    let mut point_index: Vec<u32> = Vec::new();
     for i in 0..xs.len() {
         let Some((ix, iy)) = grid.cell_of(xs[i], ys[i], zs[i]) else {
             continue;
         };
-        let slot = &mut pillar_of_cell[iy * grid.nx + ix];
+        let slot = &mut out.pillar_of_cell[iy * grid.nx + ix];
         let p = if *slot == u32::MAX {
-            if cells.len() >= pillar_limit {
+            if out.cells.len() >= pillar_limit {
                 continue;
             }
-            *slot = cells.len() as u32;
-            cells.push((ix as u32, iy as u32));
-            num_points.push(0);
-            point_index.resize(point_index.len() + m, 0);
-            cells.len() - 1
+            *slot = out.cells.len() as u32;
+            out.cells.push((ix as u32, iy as u32));
+            out.num_points.push(0);
+            out.point_index.resize(out.point_index.len() + m, 0);
+            out.cells.len() - 1
         } else {
             *slot as usize
         };
-        let n = num_points[p] as usize;
+        let n = out.num_points[p] as usize;
         if n < m {
-            point_index[p * m + n] = i as u32;
-            num_points[p] += 1;
+            out.point_index[p * m + n] = i as u32;
+            out.num_points[p] += 1;
         }
     }
 
-    let count = cells.len();
+    let count = out.cells.len();
     let n_rows = match rows {
         PillarRows::Fixed(n) => n,
         PillarRows::Trim => count.max(1),
     };
     let c = spec.channels.len();
-    let row_len = m * c;
-
-    // Pass 2, parallel over pillars: per-point channels in point-major order.
-    let mut point_major = vec![0.0f32; n_rows * row_len];
-    point_major[..count * row_len]
-        .par_chunks_mut(row_len)
-        .with_min_len(256)
-        .enumerate()
-        .for_each(|(p, row)| {
-            let indices = &point_index[p * m..p * m + num_points[p] as usize];
-            fill_pillar(row, indices, cells[p], xs, ys, zs, &columns, &spec.channels, grid);
-        });
-
-    let (features, shape) = match spec.layout {
-        EncoderLayout::PointMajor => (point_major, vec![n_rows, m, c]),
-        EncoderLayout::ChannelMajor => {
-            let plane = n_rows * m;
-            let mut channel_major = vec![0.0f32; c * plane];
-            channel_major.par_chunks_mut(plane).enumerate().for_each(|(ch, out)| {
-                for (slot, value) in out[..count * m].iter_mut().enumerate() {
-                    *value = point_major[slot * c + ch];
-                }
-            });
-            (channel_major, vec![1, c, n_rows, m])
-        }
+    let shape = match spec.layout {
+        EncoderLayout::PointMajor => vec![n_rows, m, c],
+        EncoderLayout::ChannelMajor => vec![1, c, n_rows, m],
     };
-    Ok(Pillars {
-        features,
-        shape,
-        cells,
-        num_points,
-        rows: n_rows,
-    })
+    if out.shape != shape || out.features.len() != n_rows * m * c {
+        out.features = vec![0.0; n_rows * m * c];
+    } else if previous_count > count {
+        // Rows filled last time and padding now must be zero again.
+        let stale = count..previous_count.min(n_rows);
+        match spec.layout {
+            EncoderLayout::PointMajor => out.features[stale.start * m * c..stale.end * m * c].fill(0.0),
+            EncoderLayout::ChannelMajor => out.features.par_chunks_mut(n_rows * m).for_each(|plane| {
+                plane[stale.start * m..stale.end * m].fill(0.0);
+            }),
+        }
+    }
+    out.shape = shape;
+    out.rows = n_rows;
+
+    // Pass 2, parallel: per-pillar means, then every kept point's channels (unused slots zeroed).
+    let (cells, num_points, point_index) = (&out.cells, &out.num_points, &out.point_index);
+    out.means.clear();
+    out.means.extend((0..count).map(|p| {
+        let indices = &point_index[p * m..p * m + num_points[p] as usize];
+        pillar_mean(indices, xs, ys, zs)
+    }));
+    let means = &out.means;
+    let point = |p: usize, slot: usize| -> Option<PointRef> {
+        let n = num_points[p] as usize;
+        (slot < n).then(|| PointRef {
+            index: point_index[p * m + slot] as usize,
+            mean: means[p],
+            center: grid.center_of(cells[p].0 as usize, cells[p].1 as usize),
+        })
+    };
+    let sweep = Sweep {
+        xs,
+        ys,
+        zs,
+        columns: &columns,
+    };
+    match spec.layout {
+        EncoderLayout::PointMajor => {
+            out.features[..count * m * c]
+                .par_chunks_mut(m * c)
+                .with_min_len(256)
+                .enumerate()
+                .for_each(|(p, row)| {
+                    for (slot, values) in row.chunks_exact_mut(c).enumerate() {
+                        match point(p, slot) {
+                            Some(pt) => {
+                                for (v, channel) in values.iter_mut().zip(&spec.channels) {
+                                    *v = sweep.channel(*channel, &pt);
+                                }
+                            }
+                            None => values.fill(0.0),
+                        }
+                    }
+                });
+        }
+        EncoderLayout::ChannelMajor => {
+            out.features
+                .par_chunks_mut(n_rows * m)
+                .zip(&spec.channels)
+                .for_each(|(plane, channel)| {
+                    for (p, row) in plane[..count * m].chunks_exact_mut(m).enumerate() {
+                        for (slot, v) in row.iter_mut().enumerate() {
+                            *v = match point(p, slot) {
+                                Some(pt) => sweep.channel(*channel, &pt),
+                                None => 0.0,
+                            };
+                        }
+                    }
+                });
+        }
+    }
+    Ok(())
 }
 
-/// Writes one pillar's `[points, channels]` block; slots past the kept points stay zero.
-#[allow(clippy::too_many_arguments)]
-fn fill_pillar(
-    row: &mut [f32],
-    indices: &[u32],
-    (ix, iy): (u32, u32),
-    xs: &[f32],
-    ys: &[f32],
-    zs: &[f32],
-    columns: &[FeatureColumn],
-    channels: &[PillarChannel],
-    grid: &PillarGrid,
-) {
-    if indices.is_empty() {
-        return;
+/// One kept point with its pillar's mean and centre.
+struct PointRef {
+    index: usize,
+    mean: [f32; 3],
+    center: [f32; 3],
+}
+
+/// The sweep's coordinate columns and resolved point features.
+struct Sweep<'a> {
+    xs: &'a [f32],
+    ys: &'a [f32],
+    zs: &'a [f32],
+    columns: &'a [FeatureColumn<'a>],
+}
+
+impl Sweep<'_> {
+    #[inline]
+    fn channel(&self, channel: PillarChannel, pt: &PointRef) -> f32 {
+        let i = pt.index;
+        match channel {
+            PillarChannel::Feature(k) => self.columns[k].value(i),
+            PillarChannel::XCluster => self.xs[i] - pt.mean[0],
+            PillarChannel::YCluster => self.ys[i] - pt.mean[1],
+            PillarChannel::ZCluster => self.zs[i] - pt.mean[2],
+            PillarChannel::XCenter => self.xs[i] - pt.center[0],
+            PillarChannel::YCenter => self.ys[i] - pt.center[1],
+            PillarChannel::ZCenter => self.zs[i] - pt.center[2],
+            PillarChannel::Zero => 0.0,
+        }
     }
+}
+
+/// Mean `[x, y, z]` of the points at `indices` (f32 sums, as OpenPCDet computes it).
+fn pillar_mean(indices: &[u32], xs: &[f32], ys: &[f32], zs: &[f32]) -> [f32; 3] {
     let (mut sx, mut sy, mut sz) = (0.0f32, 0.0f32, 0.0f32);
     for &i in indices {
         let i = i as usize;
@@ -284,27 +374,8 @@ fn fill_pillar(
         sy += ys[i];
         sz += zs[i];
     }
-    let n = indices.len() as f32;
-    let mean = [sx / n, sy / n, sz / n];
-    let center = grid.center_of(ix as usize, iy as usize);
-    let c = channels.len();
-    for (slot, &i) in indices.iter().enumerate() {
-        let i = i as usize;
-        let (x, y, z) = (xs[i], ys[i], zs[i]);
-        let out = &mut row[slot * c..(slot + 1) * c];
-        for (value, channel) in out.iter_mut().zip(channels) {
-            *value = match *channel {
-                PillarChannel::Feature(k) => columns[k].value(i),
-                PillarChannel::XCluster => x - mean[0],
-                PillarChannel::YCluster => y - mean[1],
-                PillarChannel::ZCluster => z - mean[2],
-                PillarChannel::XCenter => x - center[0],
-                PillarChannel::YCenter => y - center[1],
-                PillarChannel::ZCenter => z - center[2],
-                PillarChannel::Zero => 0.0,
-            };
-        }
-    }
+    let n = indices.len().max(1) as f32;
+    [sx / n, sy / n, sz / n]
 }
 
 #[cfg(test)]
@@ -394,6 +465,29 @@ mod tests {
                 for c in 0..10 {
                     assert_eq!(pm.features[(p * 3 + s) * 10 + c], cm.features[(c * 4 + p) * 3 + s]);
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn reused_buffers_give_the_same_pillars_as_fresh_ones() {
+        let big = PointCloud::from_columns(
+            vec![0.1, 0.7, 2.5, 2.6, 3.5, 1.2],
+            vec![0.1, 0.4, 1.5, 1.1, -1.5, -0.2],
+            vec![-1.0, 0.5, 0.0, -2.0, 0.3, 0.1],
+            vec![9.0, 8.0, 7.0, 6.0, 5.0, 4.0],
+        )
+        .unwrap();
+        let small = PointCloud::from_columns(vec![3.1], vec![-1.9], vec![0.2], vec![1.0]).unwrap();
+        for layout in [EncoderLayout::PointMajor, EncoderLayout::ChannelMajor] {
+            let s = spec(PillarFeatureOrder::Openpcdet, layout, 3, 8);
+            let mut reused = Pillars::default();
+            for cloud in [&big, &small, &big] {
+                pillarize_into(cloud, &s, PillarRows::Fixed(6), &mut reused).unwrap();
+                let fresh = pillarize(cloud, &s, PillarRows::Fixed(6)).unwrap();
+                assert_eq!(reused.features, fresh.features, "{layout:?}");
+                assert_eq!(reused.cells, fresh.cells);
+                assert_eq!(reused.num_points, fresh.num_points);
             }
         }
     }

@@ -30,13 +30,16 @@ impl EncodedPillars {
     }
 }
 
-/// A BEV canvas `[1, C, ny, nx]` (NCHW) or `[1, ny, nx, C]` (NHWC).
-#[derive(Debug, Clone, PartialEq)]
+/// A BEV canvas `[1, C, ny, nx]` (NCHW) or `[1, ny, nx, C]` (NHWC). Reusing one across sweeps
+/// ([`scatter_into`]) clears only the cells the last sweep wrote.
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Canvas {
     /// Values in `shape`'s layout; cells without a pillar are zero.
     pub data: Vec<f32>,
     /// The tensor shape.
     pub shape: [usize; 4],
+    /// Cells written by the last scatter.
+    written: Vec<(u32, u32)>,
 }
 
 /// Scatters the first `cells.len()` rows of `encoded` onto an `nx × ny` canvas; padding rows are ignored.
@@ -47,34 +50,60 @@ pub fn scatter_to_canvas(
     ny: usize,
     layout: MapLayout,
 ) -> Canvas {
+    let mut canvas = Canvas::default();
+    scatter_into(encoded, cells, nx, ny, layout, &mut canvas);
+    canvas
+}
+
+/// As [`scatter_to_canvas`], reusing `canvas`'s buffer.
+pub fn scatter_into(
+    encoded: &EncodedPillars,
+    cells: &[(u32, u32)],
+    nx: usize,
+    ny: usize,
+    layout: MapLayout,
+    canvas: &mut Canvas,
+) {
     let c = encoded.channels;
     let count = cells.len().min(encoded.rows);
-    let mut data = vec![0.0f32; c * nx * ny];
+    let shape = match layout {
+        MapLayout::Nchw => [1, c, ny, nx],
+        MapLayout::Nhwc => [1, ny, nx, c],
+    };
+    if canvas.shape != shape || canvas.data.len() != c * nx * ny {
+        canvas.data = vec![0.0f32; c * nx * ny];
+        canvas.written.clear();
+    }
+    canvas.shape = shape;
+    let stale = std::mem::take(&mut canvas.written);
+    let cells = &cells[..count];
     match layout {
         MapLayout::Nchw => {
-            data.par_chunks_mut(nx * ny).enumerate().for_each(|(ch, plane)| {
-                for (p, &(ix, iy)) in cells[..count].iter().enumerate() {
+            canvas.data.par_chunks_mut(nx * ny).enumerate().for_each(|(ch, plane)| {
+                for &(ix, iy) in &stale {
+                    plane[iy as usize * nx + ix as usize] = 0.0;
+                }
+                for (p, &(ix, iy)) in cells.iter().enumerate() {
                     plane[iy as usize * nx + ix as usize] = encoded.get(p, ch);
                 }
             });
-            Canvas {
-                data,
-                shape: [1, c, ny, nx],
-            }
         }
         MapLayout::Nhwc => {
-            for (p, &(ix, iy)) in cells[..count].iter().enumerate() {
+            for &(ix, iy) in &stale {
                 let at = (iy as usize * nx + ix as usize) * c;
-                for (ch, v) in data[at..at + c].iter_mut().enumerate() {
+                canvas.data[at..at + c].fill(0.0);
+            }
+            for (p, &(ix, iy)) in cells.iter().enumerate() {
+                let at = (iy as usize * nx + ix as usize) * c;
+                for (ch, v) in canvas.data[at..at + c].iter_mut().enumerate() {
                     *v = encoded.get(p, ch);
                 }
             }
-            Canvas {
-                data,
-                shape: [1, ny, nx, c],
-            }
         }
     }
+    canvas.written = stale;
+    canvas.written.clear();
+    canvas.written.extend_from_slice(cells);
 }
 
 #[cfg(test)]
@@ -111,5 +140,22 @@ mod tests {
             channel_major: true,
         };
         assert_eq!(scatter_to_canvas(&channel_major, &cells, 3, 2, MapLayout::Nchw), nchw);
+
+        // Reuse: a second sweep with one pillar elsewhere leaves no trace of the first.
+        let mut reused = nchw.clone();
+        let one = EncodedPillars {
+            data: vec![5.0, 6.0],
+            rows: 1,
+            channels: 2,
+            channel_major: false,
+        };
+        scatter_into(&one, &[(1, 1)], 3, 2, MapLayout::Nchw, &mut reused);
+        assert_eq!(reused, scatter_to_canvas(&one, &[(1, 1)], 3, 2, MapLayout::Nchw));
+        let mut reused = nhwc.clone();
+        scatter_into(&one, &[(1, 1)], 3, 2, MapLayout::Nhwc, &mut reused);
+        assert_eq!(
+            reused.data,
+            scatter_to_canvas(&one, &[(1, 1)], 3, 2, MapLayout::Nhwc).data
+        );
     }
 }
