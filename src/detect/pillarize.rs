@@ -120,10 +120,14 @@ pub struct Pillars {
     pub rows: usize,
     /// Scratch: pillar index per grid cell (`u32::MAX` = none), reset cell by cell.
     pillar_of_cell: Vec<u32>,
-    /// Scratch: indices of each pillar's kept points, `max_points_per_pillar` per pillar.
-    point_index: Vec<u32>,
-    /// Scratch: mean `[x, y, z]` of each pillar's kept points.
-    means: Vec<[f32; 3]>,
+    /// Scratch: raw `[x, y, z]` of each kept point, `max_points_per_pillar` slots per pillar.
+    staged_xyz: Vec<[f32; 3]>,
+    /// Scratch: normalised point features of each kept point, slot by slot.
+    staged_features: Vec<f32>,
+    /// Scratch: sum of `[x, y, z]` over each pillar's kept points.
+    sums: Vec<[f32; 3]>,
+    /// Points per row written by the previous sweep (the slots that may hold stale values).
+    previous_num_points: Vec<u32>,
 }
 
 impl Pillars {
@@ -209,6 +213,7 @@ pub fn pillarize_into(
     };
     let (xs, ys, zs) = (cloud.x(), cloud.y(), cloud.z());
     let previous_count = out.cells.len();
+    let n_features = columns.len();
 
     // Reset only what the previous sweep touched.
     if out.pillar_of_cell.len() != grid.nx * grid.ny {
@@ -218,12 +223,16 @@ pub fn pillarize_into(
             out.pillar_of_cell[iy as usize * grid.nx + ix as usize] = u32::MAX;
         }
     }
+    std::mem::swap(&mut out.num_points, &mut out.previous_num_points);
     out.cells.clear();
     out.num_points.clear();
-    out.point_index.clear();
+    out.sums.clear();
+    out.staged_xyz.clear();
+    out.staged_features.clear();
 
     // Pass 1, sequential because "first come first kept" depends on point order: a dense grid
-    // maps each cell to its pillar; each pillar records the indices of its kept points.
+    // maps each cell to its pillar; each kept point is copied into its pillar's slot, so pass 2
+    // reads pillars sequentially instead of gathering points from all over the cloud.
     for i in 0..xs.len() {
         let Some((ix, iy)) = grid.cell_of(xs[i], ys[i], zs[i]) else {
             continue;
@@ -236,14 +245,26 @@ pub fn pillarize_into(
             *slot = out.cells.len() as u32;
             out.cells.push((ix as u32, iy as u32));
             out.num_points.push(0);
-            out.point_index.resize(out.point_index.len() + m, 0);
+            out.sums.push([0.0; 3]);
+            out.staged_xyz.resize(out.staged_xyz.len() + m, [0.0; 3]);
+            out.staged_features
+                .resize(out.staged_features.len() + m * n_features, 0.0);
             out.cells.len() - 1
         } else {
             *slot as usize
         };
         let n = out.num_points[p] as usize;
         if n < m {
-            out.point_index[p * m + n] = i as u32;
+            let (x, y, z) = (xs[i], ys[i], zs[i]);
+            let at = p * m + n;
+            out.staged_xyz[at] = [x, y, z];
+            for (k, column) in columns.iter().enumerate() {
+                out.staged_features[at * n_features + k] = column.value(i);
+            }
+            let sum = &mut out.sums[p];
+            sum[0] += x;
+            sum[1] += y;
+            sum[2] += z;
             out.num_points[p] += 1;
         }
     }
@@ -260,6 +281,7 @@ pub fn pillarize_into(
     };
     if out.shape != shape || out.features.len() != n_rows * m * c {
         out.features = vec![0.0; n_rows * m * c];
+        out.previous_num_points.clear();
     } else if previous_count > count {
         // Rows filled last time and padding now must be zero again.
         let stale = count..previous_count.min(n_rows);
@@ -273,27 +295,35 @@ pub fn pillarize_into(
     out.shape = shape;
     out.rows = n_rows;
 
-    // Pass 2, parallel: per-pillar means, then every kept point's channels (unused slots zeroed).
-    let (cells, num_points, point_index) = (&out.cells, &out.num_points, &out.point_index);
-    out.means.clear();
-    out.means.extend((0..count).map(|p| {
-        let indices = &point_index[p * m..p * m + num_points[p] as usize];
-        pillar_mean(indices, xs, ys, zs)
-    }));
-    let means = &out.means;
-    let point = |p: usize, slot: usize| -> Option<PointRef> {
+    // Pass 2, parallel: every kept point's channels; slots that held points last time are zeroed.
+    let (cells, num_points, previous) = (&out.cells, &out.num_points, &out.previous_num_points);
+    let (staged_xyz, staged_features, sums) = (&out.staged_xyz, &out.staged_features, &out.sums);
+    let row_points = |p: usize| -> (usize, usize) {
         let n = num_points[p] as usize;
-        (slot < n).then(|| PointRef {
-            index: point_index[p * m + slot] as usize,
-            mean: means[p],
-            center: grid.center_of(cells[p].0 as usize, cells[p].1 as usize),
-        })
+        let stale = previous.get(p).map_or(0, |&v| v as usize).max(n);
+        (n, stale)
     };
-    let sweep = Sweep {
-        xs,
-        ys,
-        zs,
-        columns: &columns,
+    let pillar_frame = |p: usize| -> ([f32; 3], [f32; 3]) {
+        let n = num_points[p].max(1) as f32;
+        let sum = sums[p];
+        let (ix, iy) = cells[p];
+        (
+            [sum[0] / n, sum[1] / n, sum[2] / n],
+            grid.center_of(ix as usize, iy as usize),
+        )
+    };
+    let value = |channel: PillarChannel, at: usize, mean: &[f32; 3], center: &[f32; 3]| -> f32 {
+        let [x, y, z] = staged_xyz[at];
+        match channel {
+            PillarChannel::Feature(k) => staged_features[at * n_features + k],
+            PillarChannel::XCluster => x - mean[0],
+            PillarChannel::YCluster => y - mean[1],
+            PillarChannel::ZCluster => z - mean[2],
+            PillarChannel::XCenter => x - center[0],
+            PillarChannel::YCenter => y - center[1],
+            PillarChannel::ZCenter => z - center[2],
+            PillarChannel::Zero => 0.0,
+        }
     };
     match spec.layout {
         EncoderLayout::PointMajor => {
@@ -302,16 +332,14 @@ pub fn pillarize_into(
                 .with_min_len(256)
                 .enumerate()
                 .for_each(|(p, row)| {
-                    for (slot, values) in row.chunks_exact_mut(c).enumerate() {
-                        match point(p, slot) {
-                            Some(pt) => {
-                                for (v, channel) in values.iter_mut().zip(&spec.channels) {
-                                    *v = sweep.channel(*channel, &pt);
-                                }
-                            }
-                            None => values.fill(0.0),
+                    let (n, stale) = row_points(p);
+                    let (mean, center) = pillar_frame(p);
+                    for (slot, values) in row.chunks_exact_mut(c).take(n).enumerate() {
+                        for (v, channel) in values.iter_mut().zip(&spec.channels) {
+                            *v = value(*channel, p * m + slot, &mean, &center);
                         }
                     }
+                    row[n * c..stale * c].fill(0.0);
                 });
         }
         EncoderLayout::ChannelMajor => {
@@ -320,62 +348,17 @@ pub fn pillarize_into(
                 .zip(&spec.channels)
                 .for_each(|(plane, channel)| {
                     for (p, row) in plane[..count * m].chunks_exact_mut(m).enumerate() {
-                        for (slot, v) in row.iter_mut().enumerate() {
-                            *v = match point(p, slot) {
-                                Some(pt) => sweep.channel(*channel, &pt),
-                                None => 0.0,
-                            };
+                        let (n, stale) = row_points(p);
+                        let (mean, center) = pillar_frame(p);
+                        for (slot, v) in row.iter_mut().take(n).enumerate() {
+                            *v = value(*channel, p * m + slot, &mean, &center);
                         }
+                        row[n..stale].fill(0.0);
                     }
                 });
         }
     }
     Ok(())
-}
-
-/// One kept point with its pillar's mean and centre.
-struct PointRef {
-    index: usize,
-    mean: [f32; 3],
-    center: [f32; 3],
-}
-
-/// The sweep's coordinate columns and resolved point features.
-struct Sweep<'a> {
-    xs: &'a [f32],
-    ys: &'a [f32],
-    zs: &'a [f32],
-    columns: &'a [FeatureColumn<'a>],
-}
-
-impl Sweep<'_> {
-    #[inline]
-    fn channel(&self, channel: PillarChannel, pt: &PointRef) -> f32 {
-        let i = pt.index;
-        match channel {
-            PillarChannel::Feature(k) => self.columns[k].value(i),
-            PillarChannel::XCluster => self.xs[i] - pt.mean[0],
-            PillarChannel::YCluster => self.ys[i] - pt.mean[1],
-            PillarChannel::ZCluster => self.zs[i] - pt.mean[2],
-            PillarChannel::XCenter => self.xs[i] - pt.center[0],
-            PillarChannel::YCenter => self.ys[i] - pt.center[1],
-            PillarChannel::ZCenter => self.zs[i] - pt.center[2],
-            PillarChannel::Zero => 0.0,
-        }
-    }
-}
-
-/// Mean `[x, y, z]` of the points at `indices` (f32 sums, as OpenPCDet computes it).
-fn pillar_mean(indices: &[u32], xs: &[f32], ys: &[f32], zs: &[f32]) -> [f32; 3] {
-    let (mut sx, mut sy, mut sz) = (0.0f32, 0.0f32, 0.0f32);
-    for &i in indices {
-        let i = i as usize;
-        sx += xs[i];
-        sy += ys[i];
-        sz += zs[i];
-    }
-    let n = indices.len().max(1) as f32;
-    [sx / n, sy / n, sz / n]
 }
 
 #[cfg(test)]

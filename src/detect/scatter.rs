@@ -30,6 +30,9 @@ impl EncodedPillars {
     }
 }
 
+/// Channels scattered together by one task.
+const CHANNEL_GROUP: usize = 16;
+
 /// A BEV canvas `[1, C, ny, nx]` (NCHW) or `[1, ny, nx, C]` (NHWC). Reusing one across sweeps
 /// ([`scatter_into`]) clears only the cells the last sweep wrote.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -79,14 +82,29 @@ pub fn scatter_into(
     let cells = &cells[..count];
     match layout {
         MapLayout::Nchw => {
-            canvas.data.par_chunks_mut(nx * ny).enumerate().for_each(|(ch, plane)| {
-                for &(ix, iy) in &stale {
-                    plane[iy as usize * nx + ix as usize] = 0.0;
-                }
-                for (p, &(ix, iy)) in cells.iter().enumerate() {
-                    plane[iy as usize * nx + ix as usize] = encoded.get(p, ch);
-                }
-            });
+            // Channels in groups of 16 (one cache line of a pillar-major feature row), so each
+            // pillar's features are read once per group rather than once per channel.
+            let plane = nx * ny;
+            canvas
+                .data
+                .par_chunks_mut(CHANNEL_GROUP * plane)
+                .enumerate()
+                .for_each(|(g, planes)| {
+                    let first = g * CHANNEL_GROUP;
+                    let group = planes.len() / plane;
+                    for &(ix, iy) in &stale {
+                        let cell = iy as usize * nx + ix as usize;
+                        for k in 0..group {
+                            planes[k * plane + cell] = 0.0;
+                        }
+                    }
+                    for (p, &(ix, iy)) in cells.iter().enumerate() {
+                        let cell = iy as usize * nx + ix as usize;
+                        for k in 0..group {
+                            planes[k * plane + cell] = encoded.get(p, first + k);
+                        }
+                    }
+                });
         }
         MapLayout::Nhwc => {
             for &(ix, iy) in &stale {
