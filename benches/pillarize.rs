@@ -16,8 +16,10 @@ use boxlayer::detect::{
 };
 use criterion::{Criterion, criterion_group, criterion_main};
 
-/// A Waymo-like sweep: `n` points on rings out to 75 m, mostly near the ground.
-fn sweep(n: usize) -> PointCloud {
+/// A Waymo-like sweep: `n` points out to 75 m, mostly near the ground, in scan order (azimuth
+/// rising, as spinning sensors deliver them) or shuffled (`scan_order = false`, the worst case
+/// for memory locality).
+fn sweep_ordered(n: usize, scan_order: bool) -> PointCloud {
     let mut state = 0x9e37_79b9_7f4a_7c15u64;
     let mut next = move || {
         state ^= state << 13;
@@ -33,13 +35,17 @@ fn sweep(n: usize) -> PointCloud {
     );
     for _ in 0..n {
         let r = 2.0 + 73.0 * next() * next();
-        let a = next() * std::f32::consts::TAU;
+        let a = std::f32::consts::TAU * if scan_order { x.len() as f32 / n as f32 } else { next() };
         x.push(r * a.cos());
         y.push(r * a.sin());
         z.push(-1.8 + 2.5 * next() * next());
         i.push(next());
     }
     PointCloud::from_columns(x, y, z, i).unwrap()
+}
+
+fn sweep(n: usize) -> PointCloud {
+    sweep_ordered(n, true)
 }
 
 fn waymo_centerpoint_spec(layout: EncoderLayout) -> PillarSpec {
@@ -101,6 +107,10 @@ fn bench_pillarize(c: &mut Criterion) {
         "pillarize/150k/waymo_centerpoint_static32000/1_core_fresh_buffers",
         |b| b.iter(|| one_core.install(|| black_box(pillarize(&cloud, &spec, PillarRows::Fixed(32000)).unwrap()))),
     );
+    let shuffled = sweep_ordered(150_000, false);
+    c.bench_function("pillarize/150k_shuffled/waymo_centerpoint_static32000/1_core", |b| {
+        b.iter(|| one_core.install(|| reused(&shuffled, &spec, PillarRows::Fixed(32000), &mut out)))
+    });
     let spec = waymo_centerpoint_spec(EncoderLayout::ChannelMajor);
     let mut cm = Pillars::default();
     c.bench_function("pillarize/150k/waymo_centerpoint_channel_major/1_core", |b| {
