@@ -52,6 +52,23 @@ enum Command {
         #[arg(long)]
         config: Option<PathBuf>,
     },
+    /// Run one detector on one frame and print (or export as JSON) its boxes.
+    ///
+    /// Input so far: a KITTI-style `.bin` sweep (little-endian float32 x, y, z, intensity per
+    /// point, frame 0). Waymo and M3ED logs come with their sources.
+    Detect {
+        /// The detector folder (holding `detector.toml`).
+        #[arg(long)]
+        detector: PathBuf,
+        /// The point file.
+        file: PathBuf,
+        /// Frame index within the file.
+        #[arg(long, default_value_t = 0)]
+        frame: usize,
+        /// Also write the boxes as JSON to this file (`-` for standard output instead of the table).
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -98,6 +115,24 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             print!("{report}");
             if let Some(path) = json {
                 boxlayer::eval::write_json_report(&path, &report)?;
+            }
+        }
+        Command::Detect {
+            detector,
+            file,
+            frame,
+            json,
+        } => {
+            let report = boxlayer::detect::detect_file(&detector, &file, frame)
+                .with_context(|| format!("detect {} with {}", file.display(), detector.display()))?;
+            let text = serde_json::to_string_pretty(&report).context("encode the report as JSON")?;
+            match json {
+                Some(path) if path.as_os_str() == "-" => println!("{text}"),
+                Some(path) => {
+                    print!("{report}");
+                    std::fs::write(&path, text + "\n").with_context(|| format!("write {}", path.display()))?;
+                }
+                None => print!("{report}"),
             }
         }
     }

@@ -1,8 +1,31 @@
-//! Runs ONNX 3D detectors with `ort` and turns their outputs into boxes. This module owns the
-//! ONNX Runtime environment (one per process); it knows no file format, fusion or tracking.
+//! Runs ONNX 3D detectors with `ort` and turns their outputs into boxes: a detector folder's
+//! manifest (`detector.toml`) says how to pillarise a sweep, which graphs to run and how to decode
+//! their outputs. This module owns the ONNX Runtime environment (one per process); it knows no
+//! file format, fusion or tracking, and never changes the frame of the points it is given.
 
+mod anchor;
+mod center_heatmap;
+mod command;
+mod detector;
+mod error;
+mod head_map;
+pub mod manifest;
+mod pillarize;
+mod postprocess;
 mod runtime;
+mod scatter;
 
+pub use anchor::{Anchor, AnchorDecoder, limit_period};
+pub use center_heatmap::{CenterHeatmapDecoder, CenterTaskMaps};
+pub use command::{DetectReport, detect_file, read_kitti_bin};
+pub use detector::{Detection, Detector, StageTimings, sha256_file};
+pub use error::DetectError;
+pub use head_map::{DecodedBox, HeadMap, activate, map_shape};
+pub use manifest::{DetectorManifest, MANIFEST_FILE};
+pub use pillarize::{PillarError, PillarGrid, PillarRows, PillarSpec, Pillars, pillarize, pillarize_into};
+pub use postprocess::select_boxes;
 pub use runtime::{
-    OnnxModelInfo, RuntimeError, TensorInfo, describe_model, find_onnxruntime, onnx_environment, open_session,
+    OnnxModelInfo, RuntimeError, SessionOptions, TensorInfo, describe_model, find_onnxruntime, onnx_environment,
+    open_session, open_session_with, session_tensors,
 };
+pub use scatter::{Canvas, EncodedPillars, scatter_into, scatter_to_canvas};

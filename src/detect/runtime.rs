@@ -106,16 +106,59 @@ pub fn onnx_environment() -> Result<&'static Environment, RuntimeError> {
 
 /// Opens an ONNX model on the CPU with `threads` intra-op threads (0 = ONNX Runtime's default).
 pub fn open_session(model: &Path, threads: usize) -> Result<Session, RuntimeError> {
+    open_session_with(
+        model,
+        &SessionOptions {
+            threads,
+            ..SessionOptions::default()
+        },
+    )
+}
+
+/// Where and how a session runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SessionOptions {
+    /// Intra-op threads; 0 = ONNX Runtime's default.
+    pub threads: usize,
+    /// Run on CUDA device `Some(id)` (the session fails to open if CUDA cannot register), or the CPU.
+    pub cuda_device: Option<i32>,
+}
+
+/// Opens an ONNX model with `options`.
+pub fn open_session_with(model: &Path, options: &SessionOptions) -> Result<Session, RuntimeError> {
     let env = onnx_environment()?;
     let fail = |e: &dyn std::fmt::Display| RuntimeError::Model {
         path: model.to_path_buf(),
         reason: e.to_string(),
     };
     let mut builder = Session::builder(env).map_err(|e| fail(&e))?;
-    if threads > 0 {
-        builder = builder.with_intra_threads(threads).map_err(|e| fail(&e))?;
+    if options.threads > 0 {
+        builder = builder.with_intra_threads(options.threads).map_err(|e| fail(&e))?;
+    }
+    if let Some(device) = options.cuda_device {
+        // Without `error_on_failure` ort silently falls back to the CPU, hiding a wrong set-up.
+        let cuda = ort::ep::CUDA::default()
+            .with_device_id(device)
+            .build()
+            .error_on_failure();
+        builder = builder.with_execution_providers([cuda]).map_err(|e| fail(&e))?;
     }
     builder.commit_from_file(model).map_err(|e| fail(&e))
+}
+
+/// The inputs and outputs of an open session, in graph order.
+pub fn session_tensors(session: &Session) -> (Vec<TensorInfo>, Vec<TensorInfo>) {
+    let inputs = session
+        .inputs()
+        .iter()
+        .map(|o| tensor_info(o.name(), o.dtype()))
+        .collect();
+    let outputs = session
+        .outputs()
+        .iter()
+        .map(|o| tensor_info(o.name(), o.dtype()))
+        .collect();
+    (inputs, outputs)
 }
 
 /// One input or output of a model: name, element type and shape (−1 for a dynamic axis).
@@ -159,16 +202,7 @@ fn tensor_info(name: &str, ty: &ValueType) -> TensorInfo {
 /// Opens a model and lists its inputs, outputs and producer.
 pub fn describe_model(model: &Path) -> Result<OnnxModelInfo, RuntimeError> {
     let session = open_session(model, 1)?;
-    let inputs = session
-        .inputs()
-        .iter()
-        .map(|o| tensor_info(o.name(), o.dtype()))
-        .collect();
-    let outputs = session
-        .outputs()
-        .iter()
-        .map(|o| tensor_info(o.name(), o.dtype()))
-        .collect();
+    let (inputs, outputs) = session_tensors(&session);
     let producer = session
         .metadata()
         .ok()

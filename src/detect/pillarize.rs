@@ -1,0 +1,485 @@
+//! Pillarisation: groups a sweep's points into vertical pillars on a dense BEV grid (one pass,
+//! first come first kept, as OpenPCDet/spconv do) and builds the encoder's per-point channels in
+//! the manifest's order and layout.
+
+use rayon::prelude::*;
+use thiserror::Error;
+
+use super::manifest::{EncoderLayout, PillarChannel, PointFeature};
+use crate::cloud::{ChannelData, PointCloud};
+
+/// Errors building pillars from a point cloud.
+#[derive(Debug, Error, PartialEq)]
+pub enum PillarError {
+    /// A point feature names a channel the cloud lacks.
+    #[error("point feature `{0}`: no such channel")]
+    MissingChannel(String),
+    /// A point feature names a channel that is not f32.
+    #[error("point feature `{name}`: channel is {actual}, expected f32")]
+    ChannelType {
+        /// The channel name.
+        name: String,
+        /// Its element type.
+        actual: &'static str,
+    },
+}
+
+/// The BEV pillar grid: origin, cell size and cell counts.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PillarGrid {
+    /// Range minimum `[x, y, z]` (m).
+    pub min: [f32; 3],
+    /// Range maximum `[x, y, z]` (m).
+    pub max: [f32; 3],
+    /// Pillar size `[x, y, z]` (m); z spans the range.
+    pub size: [f32; 3],
+    /// Cells along x.
+    pub nx: usize,
+    /// Cells along y.
+    pub ny: usize,
+}
+
+impl PillarGrid {
+    /// The grid of `point_cloud_range` `[x_min, y_min, z_min, x_max, y_max, z_max]` and `pillar_size`.
+    pub fn new(point_cloud_range: [f64; 6], pillar_size: [f64; 3]) -> Self {
+        let r = point_cloud_range;
+        Self {
+            min: [r[0] as f32, r[1] as f32, r[2] as f32],
+            max: [r[3] as f32, r[4] as f32, r[5] as f32],
+            size: [pillar_size[0] as f32, pillar_size[1] as f32, pillar_size[2] as f32],
+            nx: ((r[3] - r[0]) / pillar_size[0]).round().max(0.0) as usize,
+            ny: ((r[4] - r[1]) / pillar_size[1]).round().max(0.0) as usize,
+        }
+    }
+
+    /// The cell `(ix, iy)` holding a point, or `None` outside the range (spconv's floor rule).
+    #[inline]
+    pub fn cell_of(&self, x: f32, y: f32, z: f32) -> Option<(usize, usize)> {
+        let fx = ((x - self.min[0]) / self.size[0]).floor();
+        let fy = ((y - self.min[1]) / self.size[1]).floor();
+        let fz = ((z - self.min[2]) / self.size[2]).floor();
+        // Negated comparisons also reject NaN coordinates.
+        if !(fx >= 0.0 && fy >= 0.0 && fz == 0.0) {
+            return None;
+        }
+        let (ix, iy) = (fx as usize, fy as usize);
+        (ix < self.nx && iy < self.ny).then_some((ix, iy))
+    }
+
+    /// The geometric centre `[x, y, z]` of cell `(ix, iy)`, computed as OpenPCDet does
+    /// (`index · size + size/2 + min`, in f32).
+    #[inline]
+    pub fn center_of(&self, ix: usize, iy: usize) -> [f32; 3] {
+        [
+            ix as f32 * self.size[0] + (self.size[0] / 2.0 + self.min[0]),
+            iy as f32 * self.size[1] + (self.size[1] / 2.0 + self.min[1]),
+            self.size[2] / 2.0 + self.min[2],
+        ]
+    }
+}
+
+/// Everything the pillariser needs: grid, limits, channels and layout.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PillarSpec {
+    /// The grid.
+    pub grid: PillarGrid,
+    /// Points kept per pillar.
+    pub max_points_per_pillar: usize,
+    /// Pillars kept per sweep.
+    pub max_pillars: usize,
+    /// Point features, in order, referenced by `PillarChannel::Feature`.
+    pub features: Vec<PointFeature>,
+    /// Encoder input channels, in order.
+    pub channels: Vec<PillarChannel>,
+    /// Output layout.
+    pub layout: EncoderLayout,
+}
+
+/// How many pillar rows the output tensor has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PillarRows {
+    /// A static model axis: exactly this many rows, zero-padded; pillars beyond it are dropped.
+    Fixed(usize),
+    /// A dynamic axis: as many rows as pillars (at least one, so the tensor is never empty).
+    Trim,
+}
+
+/// A sweep's pillars, ready to feed to an encoder. Reusing one `Pillars` across sweeps
+/// ([`pillarize_into`]) keeps its buffers: only the rows and cells the last sweep touched are reset.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Pillars {
+    /// Encoder input values in `shape`'s layout; padded slots and rows are zero.
+    pub features: Vec<f32>,
+    /// `[rows, points, channels]` (point-major) or `[1, channels, rows, points]` (channel-major).
+    pub shape: Vec<usize>,
+    /// Cell `(ix, iy)` of each real pillar, in creation order.
+    pub cells: Vec<(u32, u32)>,
+    /// Points kept in each real pillar.
+    pub num_points: Vec<u32>,
+    /// Rows of the tensor (≥ the pillar count).
+    pub rows: usize,
+    /// Scratch: pillar index per grid cell (`u32::MAX` = none), reset cell by cell.
+    pillar_of_cell: Vec<u32>,
+    /// Scratch: raw `[x, y, z]` of each kept point, `max_points_per_pillar` slots per pillar.
+    staged_xyz: Vec<[f32; 3]>,
+    /// Scratch: normalised point features of each kept point, slot by slot.
+    staged_features: Vec<f32>,
+    /// Scratch: sum of `[x, y, z]` over each pillar's kept points.
+    sums: Vec<[f32; 3]>,
+    /// Points per row written by the previous sweep (the slots that may hold stale values).
+    previous_num_points: Vec<u32>,
+}
+
+impl Pillars {
+    /// Number of real (non-padding) pillars.
+    pub fn count(&self) -> usize {
+        self.cells.len()
+    }
+}
+
+/// One point feature resolved against a cloud: its column (or constant zero) and normalisation.
+struct FeatureColumn<'a> {
+    values: Option<&'a [f32]>,
+    scale: f32,
+    offset: f32,
+    tanh: bool,
+}
+
+impl FeatureColumn<'_> {
+    #[inline]
+    fn value(&self, i: usize) -> f32 {
+        let Some(values) = self.values else { return 0.0 };
+        let v = values[i] * self.scale + self.offset;
+        if self.tanh { v.tanh() } else { v }
+    }
+}
+
+fn resolve_columns<'a>(
+    cloud: &'a PointCloud,
+    features: &[PointFeature],
+) -> Result<Vec<FeatureColumn<'a>>, PillarError> {
+    features
+        .iter()
+        .map(|f| {
+            let values = match f.source.as_str() {
+                "x" => Some(cloud.x()),
+                "y" => Some(cloud.y()),
+                "z" => Some(cloud.z()),
+                "intensity" => Some(cloud.intensity()),
+                "zero" => None,
+                name => match cloud.channel(name) {
+                    Some(ChannelData::F32(v)) => Some(v.as_slice()),
+                    Some(other) => {
+                        return Err(PillarError::ChannelType {
+                            name: name.to_string(),
+                            actual: other.type_name(),
+                        });
+                    }
+                    None => return Err(PillarError::MissingChannel(name.to_string())),
+                },
+            };
+            Ok(FeatureColumn {
+                values,
+                scale: f.scale,
+                offset: f.offset,
+                tanh: f.tanh,
+            })
+        })
+        .collect()
+}
+
+/// Builds the encoder input for `cloud`: assigns points to pillars in point order (a pillar is
+/// created by its first point; pillars beyond the limit and points beyond a pillar's limit are
+/// dropped), then fills each kept point's channels. Rows (or channel planes) are built in parallel.
+pub fn pillarize(cloud: &PointCloud, spec: &PillarSpec, rows: PillarRows) -> Result<Pillars, PillarError> {
+    let mut pillars = Pillars::default();
+    pillarize_into(cloud, spec, rows, &mut pillars)?;
+    Ok(pillars)
+}
+
+/// As [`pillarize`], reusing `out`'s buffers (no large allocation or page faults in steady state).
+pub fn pillarize_into(
+    cloud: &PointCloud,
+    spec: &PillarSpec,
+    rows: PillarRows,
+    out: &mut Pillars,
+) -> Result<(), PillarError> {
+    let columns = resolve_columns(cloud, &spec.features)?;
+    let grid = &spec.grid;
+    let m = spec.max_points_per_pillar;
+    let pillar_limit = match rows {
+        PillarRows::Fixed(n) => spec.max_pillars.min(n),
+        PillarRows::Trim => spec.max_pillars,
+    };
+    let (xs, ys, zs) = (cloud.x(), cloud.y(), cloud.z());
+    let previous_count = out.cells.len();
+    let n_features = columns.len();
+
+    // Reset only what the previous sweep touched.
+    if out.pillar_of_cell.len() != grid.nx * grid.ny {
+        out.pillar_of_cell = vec![u32::MAX; grid.nx * grid.ny];
+    } else {
+        for &(ix, iy) in &out.cells {
+            out.pillar_of_cell[iy as usize * grid.nx + ix as usize] = u32::MAX;
+        }
+    }
+    std::mem::swap(&mut out.num_points, &mut out.previous_num_points);
+    out.cells.clear();
+    out.num_points.clear();
+    out.sums.clear();
+    out.staged_xyz.clear();
+    out.staged_features.clear();
+
+    // Pass 1, sequential because "first come first kept" depends on point order: a dense grid
+    // maps each cell to its pillar; each kept point is copied into its pillar's slot, so pass 2
+    // reads pillars sequentially instead of gathering points from all over the cloud.
+    for i in 0..xs.len() {
+        let Some((ix, iy)) = grid.cell_of(xs[i], ys[i], zs[i]) else {
+            continue;
+        };
+        let slot = &mut out.pillar_of_cell[iy * grid.nx + ix];
+        let p = if *slot == u32::MAX {
+            if out.cells.len() >= pillar_limit {
+                continue;
+            }
+            *slot = out.cells.len() as u32;
+            out.cells.push((ix as u32, iy as u32));
+            out.num_points.push(0);
+            out.sums.push([0.0; 3]);
+            out.staged_xyz.resize(out.staged_xyz.len() + m, [0.0; 3]);
+            out.staged_features
+                .resize(out.staged_features.len() + m * n_features, 0.0);
+            out.cells.len() - 1
+        } else {
+            *slot as usize
+        };
+        let n = out.num_points[p] as usize;
+        if n < m {
+            let (x, y, z) = (xs[i], ys[i], zs[i]);
+            let at = p * m + n;
+            out.staged_xyz[at] = [x, y, z];
+            for (k, column) in columns.iter().enumerate() {
+                out.staged_features[at * n_features + k] = column.value(i);
+            }
+            let sum = &mut out.sums[p];
+            sum[0] += x;
+            sum[1] += y;
+            sum[2] += z;
+            out.num_points[p] += 1;
+        }
+    }
+
+    let count = out.cells.len();
+    let n_rows = match rows {
+        PillarRows::Fixed(n) => n,
+        PillarRows::Trim => count.max(1),
+    };
+    let c = spec.channels.len();
+    let shape = match spec.layout {
+        EncoderLayout::PointMajor => vec![n_rows, m, c],
+        EncoderLayout::ChannelMajor => vec![1, c, n_rows, m],
+    };
+    if out.shape != shape || out.features.len() != n_rows * m * c {
+        out.features = vec![0.0; n_rows * m * c];
+        out.previous_num_points.clear();
+    } else if previous_count > count {
+        // Rows filled last time and padding now must be zero again.
+        let stale = count..previous_count.min(n_rows);
+        match spec.layout {
+            EncoderLayout::PointMajor => out.features[stale.start * m * c..stale.end * m * c].fill(0.0),
+            EncoderLayout::ChannelMajor => out.features.par_chunks_mut(n_rows * m).for_each(|plane| {
+                plane[stale.start * m..stale.end * m].fill(0.0);
+            }),
+        }
+    }
+    out.shape = shape;
+    out.rows = n_rows;
+
+    // Pass 2, parallel: every kept point's channels; slots that held points last time are zeroed.
+    let (cells, num_points, previous) = (&out.cells, &out.num_points, &out.previous_num_points);
+    let (staged_xyz, staged_features, sums) = (&out.staged_xyz, &out.staged_features, &out.sums);
+    let row_points = |p: usize| -> (usize, usize) {
+        let n = num_points[p] as usize;
+        let stale = previous.get(p).map_or(0, |&v| v as usize).max(n);
+        (n, stale)
+    };
+    let pillar_frame = |p: usize| -> ([f32; 3], [f32; 3]) {
+        let n = num_points[p].max(1) as f32;
+        let sum = sums[p];
+        let (ix, iy) = cells[p];
+        (
+            [sum[0] / n, sum[1] / n, sum[2] / n],
+            grid.center_of(ix as usize, iy as usize),
+        )
+    };
+    let value = |channel: PillarChannel, at: usize, mean: &[f32; 3], center: &[f32; 3]| -> f32 {
+        let [x, y, z] = staged_xyz[at];
+        match channel {
+            PillarChannel::Feature(k) => staged_features[at * n_features + k],
+            PillarChannel::XCluster => x - mean[0],
+            PillarChannel::YCluster => y - mean[1],
+            PillarChannel::ZCluster => z - mean[2],
+            PillarChannel::XCenter => x - center[0],
+            PillarChannel::YCenter => y - center[1],
+            PillarChannel::ZCenter => z - center[2],
+            PillarChannel::Zero => 0.0,
+        }
+    };
+    match spec.layout {
+        EncoderLayout::PointMajor => {
+            out.features[..count * m * c]
+                .par_chunks_mut(m * c)
+                .with_min_len(256)
+                .enumerate()
+                .for_each(|(p, row)| {
+                    let (n, stale) = row_points(p);
+                    let (mean, center) = pillar_frame(p);
+                    for (slot, values) in row.chunks_exact_mut(c).take(n).enumerate() {
+                        for (v, channel) in values.iter_mut().zip(&spec.channels) {
+                            *v = value(*channel, p * m + slot, &mean, &center);
+                        }
+                    }
+                    row[n * c..stale * c].fill(0.0);
+                });
+        }
+        EncoderLayout::ChannelMajor => {
+            out.features
+                .par_chunks_mut(n_rows * m)
+                .zip(&spec.channels)
+                .for_each(|(plane, channel)| {
+                    for (p, row) in plane[..count * m].chunks_exact_mut(m).enumerate() {
+                        let (n, stale) = row_points(p);
+                        let (mean, center) = pillar_frame(p);
+                        for (slot, v) in row.iter_mut().take(n).enumerate() {
+                            *v = value(*channel, p * m + slot, &mean, &center);
+                        }
+                        row[n..stale].fill(0.0);
+                    }
+                });
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::detect::manifest::PillarFeatureOrder;
+
+    fn spec(order: PillarFeatureOrder, layout: EncoderLayout, max_points: usize, max_pillars: usize) -> PillarSpec {
+        let features: Vec<PointFeature> = ["x", "y", "z", "intensity"]
+            .iter()
+            .map(|s| PointFeature::raw(s))
+            .collect();
+        PillarSpec {
+            grid: PillarGrid::new([0.0, -2.0, -3.0, 4.0, 2.0, 1.0], [1.0, 1.0, 4.0]),
+            max_points_per_pillar: max_points,
+            max_pillars,
+            channels: order.channels(features.len()),
+            features,
+            layout,
+        }
+    }
+
+    #[test]
+    fn grid_cells_follow_the_floor_rule_and_reject_out_of_range() {
+        let g = PillarGrid::new([0.0, -2.0, -3.0, 4.0, 2.0, 1.0], [1.0, 1.0, 4.0]);
+        assert_eq!((g.nx, g.ny), (4, 4));
+        assert_eq!(g.cell_of(0.0, -2.0, -3.0), Some((0, 0)));
+        assert_eq!(g.cell_of(3.99, 1.99, 0.99), Some((3, 3)));
+        assert_eq!(g.cell_of(4.0, 0.0, 0.0), None);
+        assert_eq!(g.cell_of(1.0, 0.0, 1.0), None);
+        assert_eq!(g.cell_of(-0.01, 0.0, 0.0), None);
+        assert_eq!(g.cell_of(f32::NAN, 0.0, 0.0), None);
+        assert_eq!(g.center_of(1, 2), [1.5, 0.5, -1.0]);
+    }
+
+    #[test]
+    fn limits_keep_the_first_points_and_pillars() {
+        // Three points in cell (0, 2), one in (3, 0), one in (1, 1); limit 2 points, 2 pillars.
+        let cloud = PointCloud::from_columns(
+            vec![0.1, 0.2, 3.5, 0.3, 1.5],
+            vec![0.1, 0.2, -1.5, 0.3, -0.5],
+            vec![0.0; 5],
+            vec![1.0, 2.0, 3.0, 4.0, 5.0],
+        )
+        .unwrap();
+        let s = spec(PillarFeatureOrder::Raw, EncoderLayout::PointMajor, 2, 2);
+        let p = pillarize(&cloud, &s, PillarRows::Fixed(3)).unwrap();
+        assert_eq!(p.cells, vec![(0, 2), (3, 0)]);
+        assert_eq!(p.num_points, vec![2, 1]);
+        assert_eq!(p.shape, vec![3, 2, 4]);
+        // Pillar 0 holds points 0 and 1 (intensities 1 and 2), point 3 was dropped.
+        assert_eq!(p.features[3], 1.0);
+        assert_eq!(p.features[7], 2.0);
+        assert_eq!(p.features[8 + 3], 3.0);
+        assert!(p.features[8 + 4..].iter().all(|v| *v == 0.0));
+
+        let trimmed = pillarize(&cloud, &s, PillarRows::Trim).unwrap();
+        assert_eq!(trimmed.shape, vec![2, 2, 4]);
+        let empty = pillarize(&PointCloud::new(), &s, PillarRows::Trim).unwrap();
+        assert_eq!((empty.count(), empty.shape.clone()), (0, vec![1, 2, 4]));
+    }
+
+    #[test]
+    fn channel_major_is_the_transpose_of_point_major() {
+        let cloud = PointCloud::from_columns(
+            vec![0.1, 0.7, 2.5, 2.6],
+            vec![0.1, 0.4, 1.5, 1.1],
+            vec![-1.0, 0.5, 0.0, -2.0],
+            vec![9.0, 8.0, 7.0, 6.0],
+        )
+        .unwrap();
+        let pm = pillarize(
+            &cloud,
+            &spec(PillarFeatureOrder::Openpcdet, EncoderLayout::PointMajor, 3, 8),
+            PillarRows::Fixed(4),
+        )
+        .unwrap();
+        let cm = pillarize(
+            &cloud,
+            &spec(PillarFeatureOrder::Openpcdet, EncoderLayout::ChannelMajor, 3, 8),
+            PillarRows::Fixed(4),
+        )
+        .unwrap();
+        assert_eq!(cm.shape, vec![1, 10, 4, 3]);
+        for p in 0..4 {
+            for s in 0..3 {
+                for c in 0..10 {
+                    assert_eq!(pm.features[(p * 3 + s) * 10 + c], cm.features[(c * 4 + p) * 3 + s]);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn reused_buffers_give_the_same_pillars_as_fresh_ones() {
+        let big = PointCloud::from_columns(
+            vec![0.1, 0.7, 2.5, 2.6, 3.5, 1.2],
+            vec![0.1, 0.4, 1.5, 1.1, -1.5, -0.2],
+            vec![-1.0, 0.5, 0.0, -2.0, 0.3, 0.1],
+            vec![9.0, 8.0, 7.0, 6.0, 5.0, 4.0],
+        )
+        .unwrap();
+        let small = PointCloud::from_columns(vec![3.1], vec![-1.9], vec![0.2], vec![1.0]).unwrap();
+        for layout in [EncoderLayout::PointMajor, EncoderLayout::ChannelMajor] {
+            let s = spec(PillarFeatureOrder::Openpcdet, layout, 3, 8);
+            let mut reused = Pillars::default();
+            for cloud in [&big, &small, &big] {
+                pillarize_into(cloud, &s, PillarRows::Fixed(6), &mut reused).unwrap();
+                let fresh = pillarize(cloud, &s, PillarRows::Fixed(6)).unwrap();
+                assert_eq!(reused.features, fresh.features, "{layout:?}");
+                assert_eq!(reused.cells, fresh.cells);
+                assert_eq!(reused.num_points, fresh.num_points);
+            }
+        }
+    }
+
+    #[test]
+    fn missing_channels_are_reported() {
+        let mut s = spec(PillarFeatureOrder::Raw, EncoderLayout::PointMajor, 2, 2);
+        s.features[3] = PointFeature::raw("time_lag");
+        let err = pillarize(&PointCloud::new(), &s, PillarRows::Trim).unwrap_err();
+        assert_eq!(err, PillarError::MissingChannel("time_lag".into()));
+    }
+}
