@@ -307,6 +307,9 @@ pub struct GroundTruthBox {
     pub track_id: String,
     /// LiDAR points inside the box, when the source records it.
     pub num_points: Option<u32>,
+    /// Object velocity (m/s) exactly as the source records it, not rotated by boxlayer (Waymo:
+    /// label metadata `speed_x`, `speed_y`, `speed_z`, z = 0 when absent), when it has one.
+    pub velocity_mps: Option<Vector3<f64>>,
 }
 
 /// One sweep with everything recorded around it.

@@ -17,7 +17,7 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Print a one-screen summary of an input file (ONNX models so far).
+    /// Print a one-screen summary of an input: an ONNX model, a Waymo v1 segment or a Waymo v2 folder.
     Inspect {
         /// The file to summarise.
         file: PathBuf,
