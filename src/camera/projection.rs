@@ -118,7 +118,7 @@ pub fn project_box(calibration: &CameraCalibration, box_in_sensor: &Box3) -> Opt
         .collect();
     let project = |p: &Point3<f64>| project_point_in_camera(calibration, p);
     let corners_projected = corners_in_camera.iter().filter(|p| project(p).is_some()).count();
-    let mut pixels: Vec<Point2<f64>> = corners_in_camera.iter().filter_map(|p| project(p)).collect();
+    let mut pixels: Vec<Point2<f64>> = corners_in_camera.iter().filter_map(project).collect();
     // Edges join corners differing in exactly one bit.
     for a in 0..8usize {
         for bit in 0..3 {
