@@ -213,6 +213,9 @@ pub struct PixelPoses<'a> {
     pub vehicle_from_world: &'a Isometry3<f64>,
 }
 
+/// A column's stored pixel pose and the transform it gives, `vehicle_from_world · pixel_pose`.
+type ColumnPose = ([f32; 6], Matrix3<f64>, Vector3<f64>);
+
 /// Converts one range image to vehicle-frame points (pixels with range > 0, row-major order)
 /// and appends them to `out` tagged with `laser_id` and `return_index`.
 pub fn extract_points(
@@ -256,6 +259,11 @@ pub fn extract_points(
     let rot: Matrix3<f64> = geometry.vehicle_from_lidar.rotation.to_rotation_matrix().into_inner();
     let trans: Vector3<f64> = geometry.vehicle_from_lidar.translation.vector;
     let c = image.channels;
+    let mut column_poses: Vec<Option<ColumnPose>> = if poses.is_some() {
+        vec![None; w_count]
+    } else {
+        Vec::new()
+    };
     for (h, &(sin_i, cos_i)) in sin_cos_incl.iter().enumerate() {
         let row = &image.data[h * w_count * c..(h + 1) * w_count * c];
         for (w, px) in row.chunks_exact(c).enumerate() {
@@ -268,11 +276,25 @@ pub fn extract_points(
             let p_lidar = Vector3::new(cos_a * cos_i * r64, sin_a * cos_i * r64, sin_i * r64);
             let mut p = rot * p_lidar + trans;
             if let Some(poses) = &poses {
-                let pose = &poses.world_from_vehicle_at_pixel.data[(h * w_count + w) * 6..(h * w_count + w + 1) * 6];
-                let f = |i: usize| f64::from(pose[i]);
-                let r_pix = rotation_from_euler(f(2), f(1), f(0));
-                let p_world = r_pix * p + Vector3::new(f(3), f(4), f(5));
-                p = poses.vehicle_from_world.transform_vector(&p_world) + poses.vehicle_from_world.translation.vector;
+                let at = (h * w_count + w) * 6;
+                let mut pose = [0f32; 6];
+                pose.copy_from_slice(&poses.world_from_vehicle_at_pixel.data[at..at + 6]);
+                // A column's pixels usually share one pose (one firing time), so the combined
+                // transform is cached per column and rebuilt only when the pose changes.
+                let cached = match &column_poses[w] {
+                    Some((key, m, t)) if *key == pose => (*m, *t),
+                    _ => {
+                        let f = |i: usize| f64::from(pose[i]);
+                        let r_pix = rotation_from_euler(f(2), f(1), f(0)).into_inner();
+                        let vehicle_from_world = poses.vehicle_from_world;
+                        let r_vw = vehicle_from_world.rotation.to_rotation_matrix().into_inner();
+                        let m = r_vw * r_pix;
+                        let t = r_vw * Vector3::new(f(3), f(4), f(5)) + vehicle_from_world.translation.vector;
+                        column_poses[w] = Some((pose, m, t));
+                        (m, t)
+                    }
+                };
+                p = cached.0 * p + cached.1;
             }
             out.x.push(p.x as f32);
             out.y.push(p.y as f32);
