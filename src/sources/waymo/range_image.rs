@@ -27,9 +27,12 @@ pub struct RangeImageData {
 }
 
 impl RangeImageData {
-    /// The value at row `h`, column `w`, channel `c`.
-    pub fn at(&self, h: usize, w: usize, c: usize) -> f32 {
-        self.data[(h * self.width + w) * self.channels + c]
+    /// The value at row `h`, column `w`, channel `c`, or `None` outside the image.
+    pub fn get(&self, h: usize, w: usize, c: usize) -> Option<f32> {
+        if h >= self.height || w >= self.width || c >= self.channels {
+            return None;
+        }
+        self.data.get((h * self.width + w) * self.channels + c).copied()
     }
 
     /// Checks a `MatrixFloat`'s shape against its data and its channel count against `channels`.
@@ -417,6 +420,9 @@ mod tests {
             data: (0..24).map(|v| v as f32 * 0.5).collect(),
         };
         assert_eq!(decompress_matrix(&image.compress(), 4).unwrap(), image);
+        // Pixel (1, 2) channel 3 is value (1·3 + 2)·4 + 3 = 23, stored as 11.5.
+        assert_eq!(image.get(1, 2, 3), Some(11.5));
+        assert_eq!(image.get(2, 0, 0), None);
         let e = decompress_matrix(&image.compress(), 6).unwrap_err();
         assert!(e.contains("expected [H, W, 6]"), "{e}");
         let e = decompress_matrix(b"not zlib", 4).unwrap_err();

@@ -61,7 +61,7 @@ pub struct TfRecordReader {
 
 /// What a one-pass scan found at one offset.
 enum Scan {
-    /// A record with a valid header; `data_ok` tells whether its data CRC matched.
+    /// A record with a sound header, with `Err(detail)` when its data CRC did not match.
     Record(RecordSpan, Result<(), String>),
     /// A damaged or truncated header at this offset; go on at `resume` (None: end of file).
     BadHeader { detail: String, resume: Option<u64> },
