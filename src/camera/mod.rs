@@ -17,6 +17,5 @@
 mod projection;
 
 pub use projection::{
-    MIN_DEPTH_M, ProjectedBox, RADTAN_VALID_RADIAL_FACTOR, box_corners, project_box, project_point,
-    project_point_in_camera,
+    MIN_DEPTH_M, ProjectedBox, RADTAN_VALID_RADIAL_FACTOR, project_box, project_point, project_point_in_camera,
 };

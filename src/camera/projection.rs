@@ -5,7 +5,7 @@ use std::ops::RangeInclusive;
 use nalgebra::{Point2, Point3, Vector3};
 
 use crate::frame::{CameraAxes, CameraCalibration, Distortion};
-use crate::geometry::Box3;
+use crate::geometry::{Box3, box_corners};
 
 /// Nearest depth in front of the camera that still projects (0.01 m): closer points are treated as
 /// behind it, since their normalized coordinates blow up.
@@ -70,16 +70,22 @@ pub fn project_point(calibration: &CameraCalibration, point_in_sensor: &Point3<f
     project_point_in_camera(calibration, &point_in_camera)
 }
 
-/// The 8 corners of a box in its parent frame: local `(±l/2, ±w/2, ±h/2)` through
-/// `parent_from_box`, ordered by bit pattern (bit 0: +x, bit 1: +y, bit 2: +z).
-pub fn box_corners(b: &Box3) -> [Point3<f64>; 8] {
-    let pose = b.parent_from_box();
-    let half = b.half_extents();
-    std::array::from_fn(|i| {
-        let sign = |bit: usize| if i & (1 << bit) != 0 { 1.0 } else { -1.0 };
-        pose * Point3::new(sign(0) * half.x, sign(1) * half.y, sign(2) * half.z)
-    })
-}
+/// The 12 edges of a box as index pairs into [`geometry::box_corners`](crate::geometry::box_corners):
+/// the bottom ring, the top ring, then the four verticals.
+const BOX_EDGES: [(usize, usize); 12] = [
+    (0, 1),
+    (1, 2),
+    (2, 3),
+    (3, 0),
+    (4, 5),
+    (5, 6),
+    (6, 7),
+    (7, 4),
+    (0, 4),
+    (1, 5),
+    (2, 6),
+    (3, 7),
+];
 
 /// A box's footprint in an image: the axis-aligned hull of its projection, clipped to the image.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -119,32 +125,25 @@ pub fn project_box(calibration: &CameraCalibration, box_in_sensor: &Box3) -> Opt
     let project = |p: &Point3<f64>| project_point_in_camera(calibration, p);
     let corners_projected = corners_in_camera.iter().filter(|p| project(p).is_some()).count();
     let mut pixels: Vec<Point2<f64>> = corners_in_camera.iter().filter_map(project).collect();
-    // Edges join corners differing in exactly one bit.
-    for a in 0..8usize {
-        for bit in 0..3 {
-            let b = a | (1 << bit);
-            if b == a {
-                continue;
+    for (a, b) in BOX_EDGES {
+        let (pa, pb) = (corners_in_camera[a], corners_in_camera[b]);
+        let (inside, outside) = match (project(&pa).is_some(), project(&pb).is_some()) {
+            (true, false) => (pa, pb),
+            (false, true) => (pb, pa),
+            _ => continue,
+        };
+        // Bisect for the last projecting point between `inside` and `outside`.
+        let (mut lo, mut hi) = (0.0f64, 1.0f64);
+        for _ in 0..EDGE_BISECTION_STEPS {
+            let mid = 0.5 * (lo + hi);
+            if project(&(inside + (outside - inside) * mid)).is_some() {
+                lo = mid;
+            } else {
+                hi = mid;
             }
-            let (pa, pb) = (corners_in_camera[a], corners_in_camera[b]);
-            let (inside, outside) = match (project(&pa).is_some(), project(&pb).is_some()) {
-                (true, false) => (pa, pb),
-                (false, true) => (pb, pa),
-                _ => continue,
-            };
-            // Bisect for the last projecting point between `inside` and `outside`.
-            let (mut lo, mut hi) = (0.0f64, 1.0f64);
-            for _ in 0..EDGE_BISECTION_STEPS {
-                let mid = 0.5 * (lo + hi);
-                if project(&(inside + (outside - inside) * mid)).is_some() {
-                    lo = mid;
-                } else {
-                    hi = mid;
-                }
-            }
-            if let Some(px) = project(&(inside + (outside - inside) * lo)) {
-                pixels.push(px);
-            }
+        }
+        if let Some(px) = project(&(inside + (outside - inside) * lo)) {
+            pixels.push(px);
         }
     }
     if pixels.is_empty() {
@@ -288,12 +287,14 @@ mod tests {
     }
 
     #[test]
-    fn box_corners_follow_the_box_pose() {
-        let b = Box3::new(1.0, 2.0, 3.0, 4.0, 2.0, 1.0, std::f64::consts::FRAC_PI_2);
-        let c = box_corners(&b);
-        // Corner 0 is local (−2, −1, −0.5); yaw 90° maps local (x, y) to (−y, x).
-        assert_abs_diff_eq!(c[0], Point3::new(2.0, 0.0, 2.5), epsilon = 1e-12);
-        assert_abs_diff_eq!(c[7], Point3::new(0.0, 4.0, 3.5), epsilon = 1e-12);
+    fn box_edges_are_the_twelve_unit_length_edges_of_a_unit_cube() {
+        let corners = box_corners(&Box3::new(0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 0.3));
+        let mut seen = std::collections::HashSet::new();
+        for (a, b) in BOX_EDGES {
+            assert_abs_diff_eq!((corners[a] - corners[b]).norm(), 1.0, epsilon = 1e-12);
+            assert!(seen.insert((a.min(b), a.max(b))));
+        }
+        assert_eq!(seen.len(), 12);
     }
 
     #[test]
