@@ -86,8 +86,42 @@ pub fn decompress_matrix(bytes: &[u8], channels: usize) -> Result<RangeImageData
     if raw.len() as u64 > MAX_INFLATED_BYTES {
         return Err(format!("zlib stream inflates past {MAX_INFLATED_BYTES} bytes"));
     }
-    let m = proto::MatrixFloat::decode(&raw[..]).map_err(|e| format!("MatrixFloat decode failed: {e}"))?;
+    let m = decode_matrix_float(&raw).map_err(|e| format!("MatrixFloat decode failed: {e}"))?;
     RangeImageData::from_matrix(m, channels)
+}
+
+/// Decodes a `MatrixFloat`, converting packed `data` in bulk: range images hold millions of
+/// floats, and a per-value decode costs as much as the inflate. Anything but packed data and a
+/// shape (unpacked floats, unknown fields) goes through the general prost decoder.
+pub fn decode_matrix_float(raw: &[u8]) -> Result<proto::MatrixFloat, prost::DecodeError> {
+    use prost::encoding::decode_varint;
+    let mut data: Vec<f32> = Vec::new();
+    let mut shape = None;
+    let mut buf = raw;
+    while !buf.is_empty() {
+        let key = decode_varint(&mut buf)?;
+        let (tag, wire_type) = (key >> 3, key & 7);
+        if wire_type != 2 || !(tag == 1 || tag == 2) {
+            return proto::MatrixFloat::decode(raw);
+        }
+        let len = usize::try_from(decode_varint(&mut buf)?).unwrap_or(usize::MAX);
+        if len > buf.len() || (tag == 1 && len % 4 != 0) {
+            return proto::MatrixFloat::decode(raw);
+        }
+        let (payload, rest) = buf.split_at(len);
+        if tag == 1 {
+            data.reserve(len / 4);
+            data.extend(
+                payload
+                    .chunks_exact(4)
+                    .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])),
+            );
+        } else {
+            shape = Some(proto::MatrixShape::decode(payload)?);
+        }
+        buf = rest;
+    }
+    Ok(proto::MatrixFloat { data, shape })
 }
 
 /// zlib-compresses a serialized `MatrixFloat` (default compression level).
@@ -427,5 +461,31 @@ mod tests {
         assert!(e.contains("expected [H, W, 6]"), "{e}");
         let e = decompress_matrix(b"not zlib", 4).unwrap_err();
         assert!(e.starts_with("zlib inflate failed"), "{e}");
+    }
+
+    #[test]
+    fn bulk_matrix_decode_matches_prost_packed_and_unpacked() {
+        let m = proto::MatrixFloat {
+            data: vec![1.5, -2.0, 3.25, f32::MAX],
+            shape: Some(proto::MatrixShape { dims: vec![1, 1, 4] }),
+        };
+        let packed = m.encode_to_vec();
+        assert_eq!(decode_matrix_float(&packed).unwrap(), m);
+        // Unpacked floats (tag 1, wire type 5 each) take the general decoder.
+        let mut unpacked = Vec::new();
+        for v in &m.data {
+            unpacked.push(0x0d);
+            unpacked.extend_from_slice(&v.to_le_bytes());
+        }
+        unpacked.extend_from_slice(
+            &proto::MatrixFloat {
+                data: Vec::new(),
+                shape: m.shape.clone(),
+            }
+            .encode_to_vec(),
+        );
+        assert_eq!(decode_matrix_float(&unpacked).unwrap(), m);
+        // A packed payload cut short is an error, not a panic.
+        assert!(decode_matrix_float(&packed[..packed.len() - 9]).is_err());
     }
 }
