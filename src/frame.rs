@@ -307,6 +307,9 @@ pub struct GroundTruthBox {
     pub track_id: String,
     /// LiDAR points inside the box, when the source records it.
     pub num_points: Option<u32>,
+    /// Object velocity (m/s) in the sensor frame, when the source has one (Waymo: label metadata
+    /// `speed_x`, `speed_y`, `speed_z` in the vehicle frame, z = 0 when absent).
+    pub velocity_mps: Option<Vector3<f64>>,
 }
 
 /// One sweep with everything recorded around it.

@@ -29,7 +29,7 @@ enum Command {
         #[arg(long, default_value = "demo-out")]
         out: PathBuf,
     },
-    /// Print a one-screen summary of an input file (ONNX models so far).
+    /// Print a one-screen summary of an input: an ONNX model, a Waymo v1 segment or a Waymo v2 folder.
     Inspect {
         /// The file to summarise.
         file: PathBuf,

@@ -143,6 +143,10 @@ impl ObjectTruth {
             source_label: self.label.as_str().to_string(),
             track_id: self.track_id.to_string(),
             num_points: Some(self.num_lidar_points),
+            // sensor_from_world = R(box in sensor) · R(box in world)ᵀ: the same box, two frames.
+            velocity_mps: Some(
+                self.box_in_sensor.rotation() * self.box_in_world.rotation().inverse() * self.velocity_in_world,
+            ),
         }
     }
 }

@@ -10,6 +10,8 @@ use thiserror::Error;
 
 use crate::frame::{Frame, Platform};
 
+pub mod waymo;
+
 /// Errors reading a log. Messages name the file, then where in it, then what was wrong.
 #[derive(Debug, Error)]
 pub enum SourceError {

@@ -1,0 +1,341 @@
+//! TFRecord framing: `u64 LE length | u32 LE masked CRC-32C(length) | data | u32 LE masked
+//! CRC-32C(data)`, records concatenated with no header. [`TfRecordReader`] indexes a file in one
+//! pass and then reads any record by positional reads, so `&self` reads are thread-safe;
+//! [`TfRecordWriter`] writes the same framing.
+
+use std::fs::File;
+use std::io::Write;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use crate::sources::{OnCorrupt, SkippedRecord, SourceError};
+
+/// Bytes before a record's data: the length and its CRC.
+pub const HEADER_BYTES: u64 = 12;
+/// Bytes after a record's data: its CRC.
+pub const FOOTER_BYTES: u64 = 4;
+/// The largest record length believed when resynchronising after a damaged header (1 GiB); a
+/// Waymo frame is a few MB, so a bigger length at a candidate offset is taken as noise.
+pub const MAX_RECORD_BYTES: u64 = 1 << 30;
+
+/// The TFRecord mask of a CRC-32C: rotate right by 15, then add `0xa282ead8`.
+pub fn mask_crc(crc: u32) -> u32 {
+    crc.rotate_right(15).wrapping_add(0xa282_ead8)
+}
+
+/// The masked CRC-32C (Castagnoli) of `bytes`, as TFRecord stores it.
+pub fn masked_crc32c(bytes: &[u8]) -> u32 {
+    mask_crc(crc32c::crc32c(bytes))
+}
+
+/// Where one record's data lies in its file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordSpan {
+    /// The record's position among all records in the file, damaged ones included (0-based).
+    pub record: usize,
+    /// Byte offset of the record's header.
+    pub offset: u64,
+    /// Data length in bytes.
+    pub len: u64,
+}
+
+impl RecordSpan {
+    /// `record 3 at offset 1234`, the location used in errors.
+    pub fn location(&self) -> String {
+        format!("record {} at offset {}", self.record, self.offset)
+    }
+
+    fn data_offset(&self) -> u64 {
+        self.offset + HEADER_BYTES
+    }
+}
+
+/// A TFRecord file indexed in one pass: the good records' spans and the damaged ones' reports.
+#[derive(Debug)]
+pub struct TfRecordReader {
+    path: PathBuf,
+    file: File,
+    records: Vec<RecordSpan>,
+    skipped: Vec<SkippedRecord>,
+}
+
+/// What a one-pass scan found at one offset.
+enum Scan {
+    /// A record with a sound header, with `Err(detail)` when its data CRC did not match.
+    Record(RecordSpan, Result<(), String>),
+    /// A damaged or truncated header at this offset; go on at `resume` (None: end of file).
+    BadHeader { detail: String, resume: Option<u64> },
+}
+
+impl TfRecordReader {
+    /// Indexes `path`: every record's length CRC and data CRC is checked once. With
+    /// [`OnCorrupt::Skip`] a damaged record is reported in [`skipped`](Self::skipped) and the
+    /// scan resynchronises on the next valid header; with [`OnCorrupt::Fail`] the first damage
+    /// is a [`SourceError::Corrupt`] naming the record and its offset.
+    pub fn open(path: &Path, on_corrupt: OnCorrupt) -> Result<Self, SourceError> {
+        Self::open_with(path, on_corrupt, |_| Ok(()))
+    }
+
+    /// Like [`open`](Self::open), with `check` run on each record whose CRCs match; an `Err`
+    /// from it marks the record damaged (a garbage payload behind valid framing).
+    pub fn open_with(
+        path: &Path,
+        on_corrupt: OnCorrupt,
+        mut check: impl FnMut(&[u8]) -> Result<(), String>,
+    ) -> Result<Self, SourceError> {
+        let file = File::open(path).map_err(|e| SourceError::io(path, e))?;
+        let file_len = file.metadata().map_err(|e| SourceError::io(path, e))?.len();
+        let mut reader = Self {
+            path: path.to_path_buf(),
+            file,
+            records: Vec::new(),
+            skipped: Vec::new(),
+        };
+        let mut offset = 0u64;
+        let mut record = 0usize;
+        let mut buf = Vec::new();
+        while offset < file_len {
+            let scan = reader.scan_at(offset, record, file_len, &mut buf)?;
+            let (damage, next) = match scan {
+                Scan::Record(span, data) => {
+                    let next = span.data_offset() + span.len + FOOTER_BYTES;
+                    match data.and_then(|()| check(&buf)) {
+                        Ok(()) => {
+                            reader.records.push(span);
+                            (None, Some(next))
+                        }
+                        Err(detail) => (Some((span.location(), detail)), Some(next)),
+                    }
+                }
+                Scan::BadHeader { detail, resume } => {
+                    (Some((RecordSpan { record, offset, len: 0 }.location(), detail)), resume)
+                }
+            };
+            if let Some((location, detail)) = damage {
+                match on_corrupt {
+                    OnCorrupt::Fail => return Err(SourceError::corrupt(path, location, detail)),
+                    OnCorrupt::Skip => {
+                        tracing::warn!("{}: {location}: {detail} (skipped)", path.display());
+                        reader.skipped.push(SkippedRecord { location, detail });
+                    }
+                }
+            }
+            record += 1;
+            match next {
+                Some(n) => offset = n,
+                None => break,
+            }
+        }
+        Ok(reader)
+    }
+
+    /// Checks the header at `offset` and, when it is sound, reads the data into `buf` and
+    /// checks its CRC.
+    fn scan_at(&self, offset: u64, record: usize, file_len: u64, buf: &mut Vec<u8>) -> Result<Scan, SourceError> {
+        let remaining = file_len - offset;
+        if remaining < HEADER_BYTES {
+            return Ok(Scan::BadHeader {
+                detail: format!("truncated record header: {remaining} of {HEADER_BYTES} bytes"),
+                resume: None,
+            });
+        }
+        let mut header = [0u8; HEADER_BYTES as usize];
+        self.read_exact_at(&mut header, offset)?;
+        let Some(len) = header_length(&header) else {
+            return Ok(Scan::BadHeader {
+                detail: "bad length crc".to_string(),
+                resume: self.resync(offset + 1, file_len)?,
+            });
+        };
+        let needed = HEADER_BYTES + len + FOOTER_BYTES;
+        if needed > remaining {
+            return Ok(Scan::BadHeader {
+                detail: format!("truncated record: needs {needed} bytes, file has {remaining} left"),
+                resume: None,
+            });
+        }
+        let span = RecordSpan { record, offset, len };
+        let data = self.read_data(&span, buf);
+        Ok(Scan::Record(span, data))
+    }
+
+    /// Reads a record's data into `buf` and checks its CRC; `Err` holds the damage detail.
+    fn read_data(&self, span: &RecordSpan, buf: &mut Vec<u8>) -> Result<(), String> {
+        let len = usize::try_from(span.len).map_err(|_| format!("record length {} too large", span.len))?;
+        buf.clear();
+        buf.resize(len + FOOTER_BYTES as usize, 0);
+        self.file
+            .read_exact_at(buf, span.data_offset())
+            .map_err(|e| format!("read failed: {e}"))?;
+        let mut stored = [0u8; 4];
+        stored.copy_from_slice(&buf[len..]);
+        buf.truncate(len);
+        let stored = u32::from_le_bytes(stored);
+        let actual = masked_crc32c(buf);
+        if stored == actual {
+            Ok(())
+        } else {
+            Err(format!("bad data crc (stored {stored:#010x}, computed {actual:#010x})"))
+        }
+    }
+
+    /// The first offset at or after `from` holding a header whose length CRC matches and whose
+    /// record fits in the file; a false match has odds of 2⁻³² per offset.
+    fn resync(&self, from: u64, file_len: u64) -> Result<Option<u64>, SourceError> {
+        const CHUNK: u64 = 1 << 20;
+        let mut chunk = Vec::new();
+        let mut start = from;
+        while start + HEADER_BYTES <= file_len {
+            let end = (start + CHUNK + HEADER_BYTES).min(file_len);
+            chunk.resize((end - start) as usize, 0);
+            self.read_exact_at(&mut chunk, start)?;
+            for (i, window) in chunk.windows(HEADER_BYTES as usize).enumerate() {
+                let at = start + i as u64;
+                if let Some(len) = header_length(window)
+                    && len <= MAX_RECORD_BYTES
+                    && at + HEADER_BYTES + len + FOOTER_BYTES <= file_len
+                {
+                    return Ok(Some(at));
+                }
+            }
+            start = end + 1 - HEADER_BYTES;
+        }
+        Ok(None)
+    }
+
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<(), SourceError> {
+        self.file
+            .read_exact_at(buf, offset)
+            .map_err(|e| SourceError::io(&self.path, e))
+    }
+
+    /// The file this reader indexed.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Number of good records.
+    pub fn len(&self) -> usize {
+        self.records.len()
+    }
+
+    /// Whether there are no good records.
+    pub fn is_empty(&self) -> bool {
+        self.records.is_empty()
+    }
+
+    /// The good records' spans, in file order.
+    pub fn spans(&self) -> &[RecordSpan] {
+        &self.records
+    }
+
+    /// Damaged records skipped while indexing.
+    pub fn skipped(&self) -> &[SkippedRecord] {
+        &self.skipped
+    }
+
+    /// The data of good record `index` (0-based among good records), its CRC checked again.
+    pub fn read(&self, index: usize) -> Result<Vec<u8>, SourceError> {
+        let span = *self.records.get(index).ok_or(SourceError::FrameOutOfRange {
+            path: self.path.clone(),
+            index,
+            len: self.records.len(),
+        })?;
+        let mut buf = Vec::new();
+        self.read_data(&span, &mut buf)
+            .map_err(|detail| SourceError::corrupt(&self.path, span.location(), detail))?;
+        Ok(buf)
+    }
+}
+
+/// The record length a 12-byte header declares, or `None` when its length CRC does not match.
+pub fn header_length(header: &[u8]) -> Option<u64> {
+    let len_bytes: [u8; 8] = header.get(0..8)?.try_into().ok()?;
+    let crc_bytes: [u8; 4] = header.get(8..12)?.try_into().ok()?;
+    (masked_crc32c(&len_bytes) == u32::from_le_bytes(crc_bytes)).then(|| u64::from_le_bytes(len_bytes))
+}
+
+/// Whether `path` starts with a sound TFRecord header (or is empty): the fast format check.
+pub fn looks_like_tfrecord(path: &Path) -> Result<bool, SourceError> {
+    let file = File::open(path).map_err(|e| SourceError::io(path, e))?;
+    let mut header = [0u8; HEADER_BYTES as usize];
+    let mut got = 0;
+    while got < header.len() {
+        let n = file
+            .read_at(&mut header[got..], got as u64)
+            .map_err(|e| SourceError::io(path, e))?;
+        if n == 0 {
+            break;
+        }
+        got += n;
+    }
+    Ok(got == 0 || (got == header.len() && header_length(&header).is_some()))
+}
+
+/// Writes TFRecord framing around each record, as TensorFlow's writer does (no compression).
+#[derive(Debug)]
+pub struct TfRecordWriter<W: Write> {
+    out: W,
+    records: usize,
+}
+
+impl TfRecordWriter<std::io::BufWriter<File>> {
+    /// A writer creating (or truncating) the file at `path`.
+    pub fn create(path: &Path) -> Result<Self, SourceError> {
+        let file = File::create(path).map_err(|e| SourceError::io(path, e))?;
+        Ok(Self::new(std::io::BufWriter::new(file)))
+    }
+}
+
+impl<W: Write> TfRecordWriter<W> {
+    /// A writer appending records to `out`.
+    pub fn new(out: W) -> Self {
+        Self { out, records: 0 }
+    }
+
+    /// Appends one record.
+    pub fn write_record(&mut self, data: &[u8]) -> std::io::Result<()> {
+        let len = (data.len() as u64).to_le_bytes();
+        self.out.write_all(&len)?;
+        self.out.write_all(&masked_crc32c(&len).to_le_bytes())?;
+        self.out.write_all(data)?;
+        self.out.write_all(&masked_crc32c(data).to_le_bytes())?;
+        self.records += 1;
+        Ok(())
+    }
+
+    /// Records written so far.
+    pub fn records(&self) -> usize {
+        self.records
+    }
+
+    /// Flushes and returns the underlying writer.
+    pub fn finish(mut self) -> std::io::Result<W> {
+        self.out.flush()?;
+        Ok(self.out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crc32c_and_mask_match_known_values() {
+        // CRC-32C check value of "123456789" (RFC 3720 / iSCSI).
+        assert_eq!(crc32c::crc32c(b"123456789"), 0xe306_9283);
+        // Mask: rotate right 15 then add the constant, by hand for crc = 1: 1 << 17.
+        assert_eq!(mask_crc(1), (1u32 << 17).wrapping_add(0xa282_ead8));
+    }
+
+    #[test]
+    fn header_length_rejects_a_wrong_crc() {
+        let len = 5u64.to_le_bytes();
+        let mut header = len.to_vec();
+        header.extend_from_slice(&masked_crc32c(&len).to_le_bytes());
+        assert_eq!(header_length(&header), Some(5));
+        header[8] ^= 1;
+        assert_eq!(header_length(&header), None);
+        assert_eq!(header_length(&header[..7]), None);
+    }
+}
