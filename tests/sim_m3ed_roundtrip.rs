@@ -251,3 +251,47 @@ fn same_seed_gives_identical_bytes_and_the_h5_tree_is_documented() {
         assert!(stdout.contains(needle), "missing `{needle}` in:\n{stdout}");
     }
 }
+
+#[test]
+fn simulate_cli_writes_a_drone_sequence_and_refuses_vehicles() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |platform: &str| {
+        Command::new(env!("CARGO_BIN_EXE_boxlayer"))
+            .args([
+                "simulate",
+                "--platform",
+                platform,
+                "--frames",
+                "1",
+                "--seed",
+                "3",
+                "--out",
+            ])
+            .arg(dir.path())
+            .output()
+            .unwrap()
+    };
+    let drone = run("drone");
+    let stdout = String::from_utf8_lossy(&drone.stdout);
+    assert!(
+        drone.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&drone.stderr)
+    );
+    for needle in [
+        "falcon_sim_seed3",
+        "sweeps         1",
+        "points/sweep",
+        "objects/sweep",
+        "bytes written",
+    ] {
+        assert!(stdout.contains(needle), "missing `{needle}` in:\n{stdout}");
+    }
+    let source = M3edSource::open(&dir.path().join("falcon_sim_seed3_data.h5"), M3edConfig::default()).unwrap();
+    assert_eq!((source.len(), source.meta().platform), (1, Platform::Drone));
+
+    let vehicle = run("vehicle");
+    assert!(!vehicle.status.success());
+    let stderr = String::from_utf8_lossy(&vehicle.stderr);
+    assert!(stderr.contains("Waymo writer is not connected yet"), "{stderr}");
+}
