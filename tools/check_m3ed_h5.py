@@ -78,6 +78,9 @@ def check_data(path):
         expect(f, "ovc/imu/accel", "float64", (m, 3))
         expect(f, "ovc/imu/omega", "float64", (m, 3))
         expect(f, "ovc/imu/calib/T_to_prophesee_left", "float64", (4, 4))
+        if "ovc/imu/accel" in f:
+            nan_rows = int(np.isnan(f["ovc/imu/accel"][:]).any(axis=1).sum())
+            print(f"imu rows {m} ({nan_rows} NaN)")
         if len(meta.get("beam_altitude_angles", [])) != rows:
             problems.append(f"{path}: metadata has {len(meta.get('beam_altitude_angles', []))} beam altitudes")
         return n
