@@ -28,7 +28,7 @@ fn help_lists_the_working_commands() {
         .collect();
     let mut sorted = commands.clone();
     sorted.sort();
-    assert_eq!(sorted, ["demo", "detect", "eval", "inspect"], "{text}");
+    assert_eq!(sorted, ["demo", "detect", "eval", "inspect", "simulate"], "{text}");
 }
 
 #[test]

@@ -3,8 +3,8 @@
 //! in memory with exact ground truth: range images or Ouster measurement grids, poses, IMU
 //! samples, and every labelled object's box with the number of LiDAR returns it produced.
 //! Output is deterministic: the same config, platform and seed give identical sweeps, each
-//! computed directly from its index. This module writes no file format; writers map its
-//! output onto Waymo and M3ED files.
+//! computed directly from its index. The simulation itself knows no file format; only
+//! `write_m3ed` hands sweeps to the M3ED writer in `sources::m3ed` (the Waymo path is separate).
 
 mod config;
 mod lidar;
@@ -15,6 +15,7 @@ mod scene;
 pub mod shape;
 mod simulator;
 pub mod terrain;
+mod write_m3ed;
 
 pub use config::{
     DroneConfig, ImuConfig, LidarConfig, QuadrupedConfig, SceneConfig, SimConfig, TerrainConfig, VehicleConfig,
@@ -30,3 +31,7 @@ pub use simulator::{
     SweepPoint, TopRangeImage,
 };
 pub use terrain::TerrainKind;
+pub use write_m3ed::{
+    M3edWriteSummary, SimWriteError, default_sequence_name, m3ed_prefix, ouster_metadata, sensor_from_prophesee_left,
+    simulate_m3ed, sweep_pixels, sweep_times_micros, write_m3ed_sequence,
+};

@@ -22,6 +22,14 @@ use crate::geometry::pose::row_major_from_isometry;
 use super::metadata::{MetadataFlavour, OusterMetadata};
 use super::sweep::{RANGE_MASK, VALID_COLUMN_STATUS};
 
+/// Creates (truncating) an HDF5 file whose root group stores no modification time, so equal
+/// content gives equal bytes.
+fn create_file(path: &Path) -> hdf5::Result<hdf5::File> {
+    hdf5::File::with_options()
+        .with_fcpl(|p| p.obj_track_times(false))
+        .create(path)
+}
+
 /// Encoder ticks per revolution of an OS1.
 const ENCODER_TICKS_PER_TURN: u64 = 90_112;
 
@@ -188,7 +196,7 @@ impl M3edWriter {
                 detail: e.to_string(),
             }
         };
-        let file = hdf5::File::create(path).map_err(h5("create"))?;
+        let file = create_file(path).map_err(h5("create"))?;
         for (name, value) in [
             ("version", setup.version.as_str()),
             ("raw_bag_name", setup.raw_bag_name.as_str()),
@@ -201,7 +209,11 @@ impl M3edWriter {
                 .and_then(|a| a.write_scalar(&v))
                 .map_err(h5(&format!("attribute {name}")))?;
         }
-        let ouster = file.create_group("ouster").map_err(h5("group /ouster"))?;
+        let ouster = file
+            .create_group_builder()
+            .obj_track_times(false)
+            .create("ouster")
+            .map_err(h5("group /ouster"))?;
         let json = setup.metadata.to_json(setup.metadata_flavour);
         write_string(path, &ouster, "metadata", &json)?;
         let f = &setup.metadata.data_format;
@@ -210,28 +222,46 @@ impl M3edWriter {
         let slot = f.packet_bytes() + 1;
         let data = ouster
             .new_dataset::<u8>()
+            .obj_track_times(false)
             .chunk((1, packets, slot))
             .lzf()
             .shape((0.., packets, slot))
             .create("data")
             .map_err(h5("dataset /ouster/data"))?;
-        let calib = ouster.create_group("calib").map_err(h5("group /ouster/calib"))?;
+        let calib = ouster
+            .create_group_builder()
+            .obj_track_times(false)
+            .create("calib")
+            .map_err(h5("group /ouster/calib"))?;
         write_matrix(path, &calib, "T_to_prophesee_left", &setup.lidar_to_prophesee_left)?;
 
-        let ovc = file.create_group("ovc").map_err(h5("group /ovc"))?;
+        let ovc = file
+            .create_group_builder()
+            .obj_track_times(false)
+            .create("ovc")
+            .map_err(h5("group /ovc"))?;
         let rgb = match &setup.rgb {
             None => None,
             Some(cal) => {
-                let group = ovc.create_group("rgb").map_err(h5("group /ovc/rgb"))?;
+                let group = ovc
+                    .create_group_builder()
+                    .obj_track_times(false)
+                    .create("rgb")
+                    .map_err(h5("group /ovc/rgb"))?;
                 let (w, h) = (cal.width as usize, cal.height as usize);
                 let ds = group
                     .new_dataset::<u8>()
+                    .obj_track_times(false)
                     .chunk((1, h, w, 3))
                     .lzf()
                     .shape((0.., h, w, 3))
                     .create("data")
                     .map_err(h5("dataset /ovc/rgb/data"))?;
-                let calib = group.create_group("calib").map_err(h5("group /ovc/rgb/calib"))?;
+                let calib = group
+                    .create_group_builder()
+                    .obj_track_times(false)
+                    .create("calib")
+                    .map_err(h5("group /ovc/rgb/calib"))?;
                 write_string(path, &calib, "camera_model", "pinhole")?;
                 write_f64s(path, &calib, "intrinsics", &[cal.fx, cal.fy, cal.cx, cal.cy])?;
                 let (model, coeffs) = distortion_fields(&cal.distortion);
@@ -239,6 +269,7 @@ impl M3edWriter {
                 write_f64s(path, &calib, "distortion_coeffs", &coeffs)?;
                 calib
                     .new_dataset_builder()
+                    .obj_track_times(false)
                     .with_data(&Array1::from(vec![i64::from(cal.width), i64::from(cal.height)]))
                     .create("resolution")
                     .map_err(h5("dataset /ovc/rgb/calib/resolution"))?;
@@ -249,8 +280,10 @@ impl M3edWriter {
             }
         };
         let imu_calib = ovc
-            .create_group("imu")
-            .and_then(|g| g.create_group("calib"))
+            .create_group_builder()
+            .obj_track_times(false)
+            .create("imu")
+            .and_then(|g| g.create_group_builder().obj_track_times(false).create("calib"))
             .map_err(h5("group /ovc/imu/calib"))?;
         write_matrix(path, &imu_calib, "T_to_prophesee_left", &setup.imu_to_prophesee_left)?;
         Ok(M3edWriter {
@@ -410,6 +443,7 @@ impl M3edWriter {
                 detail: e.to_string(),
             })?;
             imu.new_dataset_builder()
+                .obj_track_times(false)
                 .with_data(&arr)
                 .create(name)
                 .map_err(self.err(&format!("dataset /ovc/imu/{name}")))?;
@@ -423,6 +457,7 @@ fn write_string(path: &Path, group: &Group, name: &str, text: &str) -> Result<()
     let value = vlen(path, name, text)?;
     group
         .new_dataset::<VarLenUnicode>()
+        .obj_track_times(false)
         .shape(())
         .create(name)
         .and_then(|ds| ds.write_scalar(&value))
@@ -436,6 +471,7 @@ fn write_string(path: &Path, group: &Group, name: &str, text: &str) -> Result<()
 fn write_f64s(path: &Path, group: &Group, name: &str, values: &[f64]) -> Result<(), WriteError> {
     group
         .new_dataset_builder()
+        .obj_track_times(false)
         .with_data(&Array1::from(values.to_vec()))
         .create(name)
         .map(|_| ())
@@ -455,6 +491,7 @@ fn write_matrix(path: &Path, group: &Group, name: &str, pose: &Isometry3<f64>) -
     })?;
     group
         .new_dataset_builder()
+        .obj_track_times(false)
         .with_data(&arr)
         .create(name)
         .map(|_| ())
@@ -467,7 +504,7 @@ fn write_matrix(path: &Path, group: &Group, name: &str, pose: &Isometry3<f64>) -
 
 fn write_times(path: &Path, group: &Group, name: &str, times: &[i64], lzf: bool) -> Result<(), WriteError> {
     let arr = Array1::from(times.to_vec());
-    let builder = group.new_dataset_builder();
+    let builder = group.new_dataset_builder().obj_track_times(false);
     let result = if lzf && !times.is_empty() {
         builder
             .chunk(times.len().min(40_000))
@@ -519,7 +556,7 @@ pub fn write_pose_gt(
             detail: format!("{} times for {} poses", times.len(), world_from_sensor.len()),
         });
     }
-    let file = hdf5::File::create(path).map_err(h5("create"))?;
+    let file = create_file(path).map_err(h5("create"))?;
     let n = times.len();
     let mut ln_t_l0 = Vec::with_capacity(n * 16);
     let mut cn_t_c0 = Vec::with_capacity(n * 16);
@@ -538,6 +575,7 @@ pub fn write_pose_gt(
             detail: e.to_string(),
         })?;
         file.new_dataset_builder()
+            .obj_track_times(false)
             .with_data(&arr)
             .create(name)
             .map_err(h5(&format!("dataset /{name}")))?;
@@ -545,17 +583,20 @@ pub fn write_pose_gt(
     match time_type {
         PoseTimeType::Int64 => file
             .new_dataset_builder()
+            .obj_track_times(false)
             .with_data(&Array1::from(times.to_vec()))
             .create("ts")
             .map(|_| ()),
         PoseTimeType::Float64 => file
             .new_dataset_builder()
+            .obj_track_times(false)
             .with_data(&Array1::from(times.iter().map(|&t| t as f64).collect::<Vec<_>>()))
             .create("ts")
             .map(|_| ()),
     }
     .map_err(h5("dataset /ts"))?;
     file.new_dataset_builder()
+        .obj_track_times(false)
         .with_data(&Array1::from(vec![0u64; n]))
         .create("ts_map_prophesee_left")
         .map_err(h5("dataset /ts_map_prophesee_left"))?;
