@@ -1,8 +1,9 @@
 //! `boxlayer demo`: the whole of what boxlayer can do so far, on data it makes itself. It
-//! simulates a short vehicle, drone and quadruped sequence, rebuilds each sweep's point cloud as
-//! a reader would, measures every ground-truth box against the points (exact points-in-box), and
-//! writes the ground truth as JSON lines that `boxlayer eval` reads. It grows stage by stage into
-//! the full pipeline run.
+//! simulates a short drone and quadruped sequence, writes them as real M3ED files and reads them
+//! back through the M3ED reader; simulates a vehicle sequence (in memory until the simulator's
+//! Waymo writer is connected); measures every ground-truth box against the points it reads
+//! (exact points-in-box); and writes the ground truth as JSON lines that `boxlayer eval` reads.
+//! It grows stage by stage into the full pipeline run.
 
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -12,11 +13,13 @@ use std::time::Instant;
 use thiserror::Error;
 
 use crate::cloud::PointCloud;
-use crate::eval::input::to_json_line;
-use crate::eval::{EvalBox, FrameKey};
+use crate::eval::EvalError;
+use crate::eval::input::{load_jsonl, to_json_line};
 use crate::frame::Platform;
 use crate::geometry::{Box3, count_points_in_box};
-use crate::sim::{SimConfig, SimError, Simulator};
+use crate::sim::{SimConfig, SimError, SimWriteError, Simulator, default_sequence_name, write_m3ed_sequence};
+use crate::sources::m3ed::{M3edConfig, M3edSource};
+use crate::sources::{Source, SourceError};
 
 /// Errors from the demo.
 #[derive(Debug, Error)]
@@ -29,6 +32,20 @@ pub enum DemoError {
         /// The simulator's error.
         source: SimError,
     },
+    /// The simulated sequence could not be written as M3ED files.
+    #[error("write {platform} sequence: {source}")]
+    Write {
+        /// The platform being simulated.
+        platform: Platform,
+        /// The writer's error.
+        source: SimWriteError,
+    },
+    /// A written file could not be read back.
+    #[error("read back: {0}")]
+    Source(#[from] SourceError),
+    /// The written ground truth could not be read back.
+    #[error("read back ground truth: {0}")]
+    Truth(#[from] EvalError),
     /// An output file could not be written.
     #[error("{path}: {source}")]
     Io {
@@ -79,6 +96,8 @@ pub struct PlatformSummary {
     pub points_in_box_ratio: f64,
     /// Mean wall time per simulated sweep (ms).
     pub ms_per_sweep: f64,
+    /// How the points reached the measurement (`M3ED files` or `in memory`).
+    pub path_taken: &'static str,
     /// Ground truth written for `boxlayer eval` (JSON lines).
     pub ground_truth_path: PathBuf,
 }
@@ -96,28 +115,22 @@ pub fn run(options: &DemoOptions) -> Result<String, DemoError> {
     Ok(render(&summaries, options))
 }
 
-fn simulate_platform(platform: Platform, options: &DemoOptions) -> Result<PlatformSummary, DemoError> {
-    let sim_err = |source| DemoError::Sim { platform, source };
-    let config = SimConfig {
-        frames: options.frames.max(1),
-        ..SimConfig::default()
-    };
-    let sim = Simulator::new(config, platform, options.seed).map_err(sim_err)?;
-    let gt_path = options.out.join(format!("{platform}_ground_truth.jsonl"));
-    let sequence = format!("sim_{platform}_seed{}", options.seed);
-    let mut gt_lines = String::new();
-    let (mut points, mut objects) = (0usize, 0usize);
-    let (mut per_object, mut ratios) = (Vec::new(), Vec::new());
-    let started = Instant::now();
-    for index in 0..sim.len() {
-        let sweep = sim.sweep(index).map_err(sim_err)?;
-        let sweep_points = sim.sweep_points(&sweep);
-        let cloud = cloud_of(sweep_points.iter().map(|p| p.position));
-        points += cloud.len();
-        for object in sweep.objects.iter().filter(|o| o.num_lidar_points > 0) {
-            objects += 1;
-            per_object.push(object.num_lidar_points as f64);
-            let b = object.box_in_sensor;
+/// Per-object figures gathered over a sequence.
+#[derive(Default)]
+struct Tally {
+    points: usize,
+    objects: usize,
+    points_per_object: Vec<f64>,
+    in_box_ratios: Vec<f64>,
+}
+
+impl Tally {
+    /// Adds one sweep: its points and the true boxes (with their true return counts) in its frame.
+    fn add(&mut self, cloud: &PointCloud, truth: impl Iterator<Item = (Box3, u64)>) {
+        self.points += cloud.len();
+        for (b, returns) in truth.filter(|(_, n)| *n > 0) {
+            self.objects += 1;
+            self.points_per_object.push(returns as f64);
             let grown = Box3 {
                 l: b.l + 0.2,
                 w: b.w + 0.2,
@@ -125,38 +138,97 @@ fn simulate_platform(platform: Platform, options: &DemoOptions) -> Result<Platfo
                 z: b.z + 0.05,
                 ..b
             };
-            ratios.push(count_points_in_box(&cloud, &grown) as f64 / f64::from(object.num_lidar_points));
-            let row = EvalBox {
-                frame: FrameKey {
-                    sequence: sequence.clone(),
-                    frame: index as u64,
-                },
-                bbox: object.box_in_sensor,
-                class: object.class,
-                score: 1.0,
-                track_id: Some(object.track_id.to_string()),
-                num_points: Some(u64::from(object.num_lidar_points)),
-                platform: Some(platform),
-            };
-            gt_lines.push_str(&to_json_line(&row));
+            self.in_box_ratios
+                .push(count_points_in_box(cloud, &grown) as f64 / returns as f64);
+        }
+    }
+
+    fn summary(
+        mut self,
+        platform: Platform,
+        sweeps: usize,
+        elapsed_s: f64,
+        path_taken: &'static str,
+        gt: PathBuf,
+    ) -> PlatformSummary {
+        let median = |v: &mut Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            v.get(v.len() / 2).copied().unwrap_or(0.0)
+        };
+        let n = sweeps.max(1) as f64;
+        PlatformSummary {
+            platform,
+            sweeps,
+            points_per_sweep: self.points as f64 / n,
+            objects_per_sweep: self.objects as f64 / n,
+            median_points_per_object: median(&mut self.points_per_object),
+            points_in_box_ratio: median(&mut self.in_box_ratios),
+            ms_per_sweep: 1e3 * elapsed_s / n,
+            path_taken,
+            ground_truth_path: gt,
+        }
+    }
+}
+
+fn simulate_platform(platform: Platform, options: &DemoOptions) -> Result<PlatformSummary, DemoError> {
+    let config = SimConfig {
+        frames: options.frames.max(1),
+        ..SimConfig::default()
+    };
+    let sim = Simulator::new(config, platform, options.seed).map_err(|source| DemoError::Sim { platform, source })?;
+    match default_sequence_name(platform, options.seed) {
+        Some(name) => through_m3ed_files(&sim, &name, options),
+        None => in_memory(&sim, options),
+    }
+}
+
+/// Simulate → M3ED `_data.h5` / `_pose_gt.h5` → `M3edSource` → measure, the way real drone and
+/// quadruped logs enter the pipeline.
+fn through_m3ed_files(sim: &Simulator, name: &str, options: &DemoOptions) -> Result<PlatformSummary, DemoError> {
+    let platform = sim.platform();
+    let started = Instant::now();
+    let dir = options.out.join(platform.as_str());
+    let written =
+        write_m3ed_sequence(sim, sim.len(), &dir, name).map_err(|source| DemoError::Write { platform, source })?;
+    let source = M3edSource::open(&written.data_path, M3edConfig::default())?;
+    let truth = load_jsonl(&written.truth_path)?;
+    let mut tally = Tally::default();
+    for index in 0..source.len() {
+        let frame = source.frame(index)?;
+        let boxes = truth.boxes.iter().filter(|b| b.frame.frame == index as u64);
+        tally.add(&frame.cloud, boxes.map(|b| (b.bbox, b.num_points.unwrap_or(0))));
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    Ok(tally.summary(platform, source.len(), elapsed, "M3ED files", written.truth_path))
+}
+
+/// Simulate → points as a reader would rebuild them → measure (vehicle, until the simulator's
+/// Waymo writer is connected).
+fn in_memory(sim: &Simulator, options: &DemoOptions) -> Result<PlatformSummary, DemoError> {
+    let platform = sim.platform();
+    let sequence = format!("sim_{platform}_seed{}", options.seed);
+    let gt_path = options.out.join(format!("{sequence}_boxes_gt.jsonl"));
+    let mut gt_lines = String::new();
+    let mut tally = Tally::default();
+    let started = Instant::now();
+    for index in 0..sim.len() {
+        let sweep = sim.sweep(index).map_err(|source| DemoError::Sim { platform, source })?;
+        let cloud = cloud_of(sim.sweep_points(&sweep).iter().map(|p| p.position));
+        tally.add(
+            &cloud,
+            sweep
+                .objects
+                .iter()
+                .map(|o| (o.box_in_sensor, u64::from(o.num_lidar_points))),
+        );
+        for object in &sweep.objects {
+            gt_lines.push_str(&to_json_line(&object.to_eval_box(&sequence, index, platform)));
             gt_lines.push('\n');
         }
     }
     let elapsed = started.elapsed().as_secs_f64();
     write_file(&gt_path, gt_lines.as_bytes())?;
-    let sweeps = sim.len();
-    per_object.sort_by(f64::total_cmp);
-    ratios.sort_by(f64::total_cmp);
-    Ok(PlatformSummary {
-        platform,
-        sweeps,
-        points_per_sweep: points as f64 / sweeps as f64,
-        objects_per_sweep: objects as f64 / sweeps as f64,
-        median_points_per_object: per_object.get(per_object.len() / 2).copied().unwrap_or(0.0),
-        points_in_box_ratio: ratios.get(ratios.len() / 2).copied().unwrap_or(0.0),
-        ms_per_sweep: 1e3 * elapsed / sweeps as f64,
-        ground_truth_path: gt_path,
-    })
+    Ok(tally.summary(platform, sim.len(), elapsed, "in memory", gt_path))
 }
 
 fn cloud_of(points: impl Iterator<Item = nalgebra::Point3<f64>>) -> PointCloud {
@@ -192,20 +264,28 @@ fn render(summaries: &[PlatformSummary], options: &DemoOptions) -> String {
     );
     let _ = writeln!(
         out,
-        "{:<10} {:>7} {:>13} {:>13} {:>16} {:>14} {:>10}",
-        "platform", "sweeps", "points/sweep", "objects/sweep", "median pts/obj", "in-box ratio", "ms/sweep"
+        "{:<10} {:>7} {:>13} {:>13} {:>16} {:>14} {:>10}  {}",
+        "platform",
+        "sweeps",
+        "points/sweep",
+        "objects/sweep",
+        "median pts/obj",
+        "in-box ratio",
+        "ms/sweep",
+        "points from"
     );
     for s in summaries {
         let _ = writeln!(
             out,
-            "{:<10} {:>7} {:>13.0} {:>13.1} {:>16.0} {:>14.2} {:>10.1}",
+            "{:<10} {:>7} {:>13.0} {:>13.1} {:>16.0} {:>14.2} {:>10.1}  {}",
             s.platform.as_str(),
             s.sweeps,
             s.points_per_sweep,
             s.objects_per_sweep,
             s.median_points_per_object,
             s.points_in_box_ratio,
-            s.ms_per_sweep
+            s.ms_per_sweep,
+            s.path_taken
         );
     }
     let _ = writeln!(

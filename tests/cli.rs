@@ -41,7 +41,16 @@ fn demo_writes_ground_truth_that_eval_scores_perfectly() {
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let report = String::from_utf8(out.stdout).unwrap();
-    for platform in ["vehicle", "drone", "quadruped"] {
+    let gt_files: Vec<&str> = report
+        .lines()
+        .filter(|l| l.ends_with("_boxes_gt.jsonl"))
+        .map(str::trim)
+        .collect();
+    assert_eq!(gt_files.len(), 3, "{report}");
+    // Drone and quadruped go through real M3ED files and the reader.
+    assert!(dir.path().join("drone/falcon_sim_seed7_data.h5").is_file());
+    assert!(dir.path().join("quadruped/spot_sim_seed7_pose_gt.h5").is_file());
+    for (platform, gt) in ["vehicle", "drone", "quadruped"].into_iter().zip(gt_files) {
         let row = report
             .lines()
             .find(|l| l.starts_with(platform))
@@ -49,14 +58,17 @@ fn demo_writes_ground_truth_that_eval_scores_perfectly() {
         let fields: Vec<&str> = row.split_whitespace().collect();
         assert_eq!(fields[1], "2", "{row}");
         assert!(fields[2].parse::<f64>().unwrap() > 1000.0, "points per sweep: {row}");
-        let gt = dir.path().join(format!("{platform}_ground_truth.jsonl"));
-        let data = boxlayer::eval::input::load_jsonl(&gt).unwrap();
-        assert!(!data.boxes.is_empty());
+        // Boxes and points agree: the median in-box ratio is about 1.
+        let ratio: f64 = fields[5].parse().unwrap();
+        assert!((0.9..=1.2).contains(&ratio), "in-box ratio: {row}");
         assert!(
-            data.boxes
-                .iter()
-                .all(|b| b.num_points.unwrap_or(0) > 0 && b.frame.frame < 2)
+            gt.contains(platform) || gt.contains(if platform == "drone" { "falcon" } else { "spot" }),
+            "{gt}"
         );
+        let data = boxlayer::eval::input::load_jsonl(Path::new(gt)).unwrap();
+        assert!(!data.boxes.is_empty());
+        assert!(data.boxes.iter().all(|b| b.num_points.is_some() && b.frame.frame < 2));
+        assert!(data.boxes.iter().any(|b| b.num_points > Some(0)));
         // Ground truth scored against itself: every class present has AP 1.
         let json = dir.path().join(format!("{platform}.json"));
         let eval = boxlayer()

@@ -20,11 +20,11 @@ use std::io::{BufWriter, Write as _};
 use std::path::{Path, PathBuf};
 
 use nalgebra::{Isometry3, Matrix3, Translation3, UnitQuaternion};
-use serde::Serialize;
 use thiserror::Error;
 
 use super::lidar::{OUSTER_BEAMS, OUSTER_COLUMNS, OusterCalibration};
 use super::simulator::{LidarCalibration, LidarSweep, OusterScan, SimError, Simulator};
+use crate::eval::input::to_json_line;
 use crate::frame::Platform;
 use crate::sources::m3ed::metadata::DataFormat;
 use crate::sources::m3ed::{
@@ -209,19 +209,6 @@ pub fn sensor_from_prophesee_left() -> Isometry3<f64> {
     )
 }
 
-/// One line of `<seq>_boxes_gt.jsonl` (`docs/eval.md`, JSON lines).
-#[derive(Serialize)]
-struct TruthLine<'a> {
-    sequence: &'a str,
-    frame: usize,
-    #[serde(rename = "box")]
-    values: [f64; 9],
-    class: &'static str,
-    track_id: u32,
-    num_points: u32,
-    platform: Platform,
-}
-
 /// Writes sweeps `0..frames` of `sim` into `out_dir` as `<sequence_name>_data.h5`,
 /// `<sequence_name>_pose_gt.h5` and `<sequence_name>_boxes_gt.jsonl` (boxes in each sweep's
 /// sensor frame, one line per labelled object per sweep). Same simulator, frames and name give
@@ -321,20 +308,7 @@ pub fn write_m3ed_sequence(
         l0_from_sensor.push(w0.inverse() * sweep.world_from_sensor);
 
         for object in &sweep.objects {
-            let b = &object.box_in_sensor;
-            let line = TruthLine {
-                sequence: sequence_name,
-                frame: index,
-                values: [b.x, b.y, b.z, b.l, b.w, b.h, b.yaw, b.pitch, b.roll],
-                class: object.class.as_str(),
-                track_id: object.track_id,
-                num_points: object.num_lidar_points,
-                platform,
-            };
-            let text = serde_json::to_string(&line).map_err(|e| SimWriteError::Io {
-                path: truth_path.clone(),
-                source: std::io::Error::other(e),
-            })?;
+            let text = to_json_line(&object.to_eval_box(sequence_name, index, platform));
             writeln!(truth, "{text}").map_err(io(&truth_path))?;
         }
         summary
