@@ -264,15 +264,8 @@ fn render(summaries: &[PlatformSummary], options: &DemoOptions) -> String {
     );
     let _ = writeln!(
         out,
-        "{:<10} {:>7} {:>13} {:>13} {:>16} {:>14} {:>10}  {}",
-        "platform",
-        "sweeps",
-        "points/sweep",
-        "objects/sweep",
-        "median pts/obj",
-        "in-box ratio",
-        "ms/sweep",
-        "points from"
+        "{:<10} {:>7} {:>13} {:>13} {:>16} {:>14} {:>10}  points from",
+        "platform", "sweeps", "points/sweep", "objects/sweep", "median pts/obj", "in-box ratio", "ms/sweep",
     );
     for s in summaries {
         let _ = writeln!(

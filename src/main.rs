@@ -42,9 +42,13 @@ enum Command {
         /// Predictions, in the same format as the ground truth.
         #[arg(long)]
         pred: PathBuf,
-        /// Input format, `3eed` or `jsonl`; by default a folder is 3eed and a file jsonl.
+        /// Ground-truth format, `3eed`, `jsonl` or `waymo` (a v1 segment's labels); by default a
+        /// folder is 3eed, a `.tfrecord` waymo and any other file jsonl.
         #[arg(long)]
         format: Option<boxlayer::eval::InputFormat>,
+        /// Prediction format, guessed the same way by default.
+        #[arg(long)]
+        pred_format: Option<boxlayer::eval::InputFormat>,
         /// Also write the full results as JSON to this file.
         #[arg(long)]
         json: Option<PathBuf>,
@@ -118,6 +122,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             gt,
             pred,
             format,
+            pred_format,
             json,
             config,
         } => {
@@ -125,12 +130,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 Some(path) => boxlayer::eval::read_config(&path)?,
                 None => boxlayer::eval::EvalConfig::default(),
             };
-            let format = format.unwrap_or(if gt.is_dir() {
-                boxlayer::eval::InputFormat::ThreeEed
-            } else {
-                boxlayer::eval::InputFormat::Jsonl
-            });
-            let report = boxlayer::eval::run(&gt, &pred, format, &config).context("eval")?;
+            let gt_format = format.unwrap_or_else(|| boxlayer::eval::InputFormat::guess(&gt));
+            let pred_format = pred_format.unwrap_or_else(|| boxlayer::eval::InputFormat::guess(&pred));
+            let report = boxlayer::eval::run(&gt, gt_format, &pred, pred_format, &config).context("eval")?;
             print!("{report}");
             if let Some(path) = json {
                 boxlayer::eval::write_json_report(&path, &report)?;

@@ -56,6 +56,9 @@ pub enum EvalError {
         /// What was looked for.
         expected: &'static str,
     },
+    /// A sensor log holding labels could not be read.
+    #[error(transparent)]
+    Source(#[from] crate::sources::SourceError),
     /// The report could not be serialised to JSON.
     #[error("{path}: cannot serialise the report: {reason}")]
     Serialize {
@@ -125,13 +128,14 @@ pub fn evaluate(gt: &EvalData, pred: &EvalData, config: &EvalConfig) -> Result<E
 /// Loads ground truth and predictions from two paths in one input format and evaluates them.
 pub fn run(
     gt_path: &Path,
+    gt_format: InputFormat,
     pred_path: &Path,
-    format: InputFormat,
+    pred_format: InputFormat,
     config: &EvalConfig,
 ) -> Result<EvalReport, EvalError> {
     config.validate()?;
-    let gt = load(gt_path, format)?;
-    let pred = load(pred_path, format)?;
+    let gt = load(gt_path, gt_format)?;
+    let pred = load(pred_path, pred_format)?;
     evaluate(&gt, &pred, config)
 }
 

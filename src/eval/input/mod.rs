@@ -4,6 +4,7 @@
 
 mod jsonl;
 mod three_eed;
+mod waymo;
 
 use std::fmt;
 use std::path::Path;
@@ -17,6 +18,7 @@ use crate::geometry::Box3;
 
 pub use jsonl::{load_jsonl, to_json_line};
 pub use three_eed::{class_from_3eed_name, load_3eed};
+pub use waymo::load_waymo_labels;
 
 /// Which frame of which sequence a box belongs to.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -77,6 +79,8 @@ pub enum InputFormat {
     ThreeEed,
     /// One JSON object per line, one box per object (`docs/eval.md`).
     Jsonl,
+    /// A Waymo v1 segment (`.tfrecord`): its 3D laser labels, as ground truth.
+    Waymo,
 }
 
 impl fmt::Display for InputFormat {
@@ -84,6 +88,7 @@ impl fmt::Display for InputFormat {
         f.write_str(match self {
             InputFormat::ThreeEed => "3eed",
             InputFormat::Jsonl => "jsonl",
+            InputFormat::Waymo => "waymo",
         })
     }
 }
@@ -94,7 +99,24 @@ impl FromStr for InputFormat {
         match s {
             "3eed" => Ok(InputFormat::ThreeEed),
             "jsonl" => Ok(InputFormat::Jsonl),
-            other => Err(format!("unknown input format `{other}` (expected 3eed or jsonl)")),
+            "waymo" => Ok(InputFormat::Waymo),
+            other => Err(format!(
+                "unknown input format `{other}` (expected 3eed, jsonl or waymo)"
+            )),
+        }
+    }
+}
+
+impl InputFormat {
+    /// The format a path most likely holds: a folder is 3EED, a `.tfrecord` Waymo, else JSON lines.
+    pub fn guess(path: &Path) -> InputFormat {
+        let ext = path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
+        if path.is_dir() {
+            InputFormat::ThreeEed
+        } else if matches!(ext.as_deref(), Some("tfrecord" | "tfrecords")) {
+            InputFormat::Waymo
+        } else {
+            InputFormat::Jsonl
         }
     }
 }
@@ -104,6 +126,7 @@ pub fn load(path: &Path, format: InputFormat) -> Result<EvalData, EvalError> {
     match format {
         InputFormat::ThreeEed => load_3eed(path),
         InputFormat::Jsonl => load_jsonl(path),
+        InputFormat::Waymo => load_waymo_labels(path),
     }
 }
 
