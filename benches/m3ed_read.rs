@@ -5,40 +5,16 @@ use std::hint::black_box;
 
 use boxlayer::sources::Source;
 use boxlayer::sources::m3ed::{
-    M3edConfig, M3edSource, M3edWriter, M3edWriterSetup, MetadataFlavour, OusterMetadata, SweepPixels, XyzLut,
+    M3edConfig, M3edSource, M3edWriter, M3edWriterSetup, MetadataFlavour, OusterMetadata, XyzLut,
 };
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use nalgebra::Isometry3;
 
 const SWEEPS: usize = 20;
 
-/// A ground plane 1.5 m below and a wall ahead: every downward or forward ray returns.
-fn scene_pixels(lut: &XyzLut, sweep: usize) -> SweepPixels {
-    let mut pixels = SweepPixels::empty(lut.rows(), lut.columns());
-    let wall_x = 20.0 + sweep as f64 * 0.3;
-    for row in 0..lut.rows() {
-        for column in 0..lut.columns() {
-            let Some((origin, dir)) = lut.ray(row, column) else {
-                continue;
-            };
-            let mut t = f64::INFINITY;
-            if dir.z < -1e-6 {
-                t = t.min((-1.5 - origin.z) / dir.z);
-            }
-            if dir.x > 1e-6 {
-                t = t.min((wall_x - origin.x) / dir.x);
-            }
-            if t.is_finite() && t < 100.0 {
-                let k = row * lut.columns() + column;
-                pixels.range_mm[k] = (t * 1000.0).round() as u32;
-                pixels.reflectivity[k] = ((row * 13 + column) % 200) as u16;
-                pixels.signal[k] = (column % 700) as u16;
-                pixels.near_ir[k] = row as u16 * 9;
-            }
-        }
-    }
-    pixels
-}
+#[path = "support/plane_wall.rs"]
+mod plane_wall;
+use plane_wall::plane_wall_pixels;
 
 fn bench_read(c: &mut Criterion) {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -59,7 +35,11 @@ fn bench_read(c: &mut Criterion) {
     for k in 0..SWEEPS {
         let start = 1_000_000 + k as i64 * 100_000;
         writer
-            .write_sweep(start, start + 99_951, &scene_pixels(&lut, k))
+            .write_sweep(
+                start,
+                start + 99_951,
+                &plane_wall_pixels(&lut, -1.5, 20.0 + k as f64 * 0.3),
+            )
             .expect("write sweep");
     }
     writer.finish().expect("finish");

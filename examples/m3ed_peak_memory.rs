@@ -14,38 +14,15 @@ use std::time::Instant;
 use boxlayer::frame::{CameraAxes, CameraCalibration, Distortion};
 use boxlayer::sources::Source;
 use boxlayer::sources::m3ed::{
-    M3edConfig, M3edSource, M3edWriter, M3edWriterSetup, MetadataFlavour, OusterMetadata, PoseTimeType, SweepPixels,
-    XyzLut, write_pose_gt,
+    M3edConfig, M3edSource, M3edWriter, M3edWriterSetup, MetadataFlavour, OusterMetadata, PoseTimeType, XyzLut,
+    write_pose_gt,
 };
 use image::RgbImage;
 use nalgebra::{Isometry3, Vector3};
 
-fn scene_pixels(lut: &XyzLut, sweep: usize) -> SweepPixels {
-    let mut pixels = SweepPixels::empty(lut.rows(), lut.columns());
-    let wall_x = 20.0 + (sweep % 50) as f64 * 0.3;
-    for row in 0..lut.rows() {
-        for column in 0..lut.columns() {
-            let Some((origin, dir)) = lut.ray(row, column) else {
-                continue;
-            };
-            let mut t = f64::INFINITY;
-            if dir.z < -1e-6 {
-                t = t.min((-10.0 - origin.z) / dir.z);
-            }
-            if dir.x > 1e-6 {
-                t = t.min((wall_x - origin.x) / dir.x);
-            }
-            if t.is_finite() && t < 100.0 {
-                let k = row * lut.columns() + column;
-                pixels.range_mm[k] = (t * 1000.0).round() as u32;
-                pixels.reflectivity[k] = ((row * 13 + column) % 200) as u16;
-                pixels.signal[k] = (column % 700) as u16;
-                pixels.near_ir[k] = row as u16 * 9;
-            }
-        }
-    }
-    pixels
-}
+#[path = "../benches/support/plane_wall.rs"]
+mod plane_wall;
+use plane_wall::plane_wall_pixels;
 
 fn generate(dir: &std::path::Path, sweeps: usize, with_images: bool) -> anyhow::Result<PathBuf> {
     let data = dir.join("falcon_peak_memory_data.h5");
@@ -83,7 +60,11 @@ fn generate(dir: &std::path::Path, sweeps: usize, with_images: bool) -> anyhow::
     let mut poses = Vec::with_capacity(sweeps);
     for k in 0..sweeps {
         let start = 1_000_000 + k as i64 * 100_000;
-        writer.write_sweep(start, start + 99_951, &scene_pixels(&lut, k))?;
+        writer.write_sweep(
+            start,
+            start + 99_951,
+            &plane_wall_pixels(&lut, -10.0, 20.0 + (k % 50) as f64 * 0.3),
+        )?;
         if with_images {
             let shade = (k % 256) as u8;
             let image = RgbImage::from_fn(1280, 800, |x, y| image::Rgb([(x / 5) as u8, (y / 4) as u8, shade]));

@@ -366,3 +366,20 @@ fn imu_at_rest_measures_gravity_upwards_with_gaps() {
             .all(|s| (sweep.timestamp_micros..sweep.timestamp_micros + 100_000).contains(&s.timestamp_micros))
     );
 }
+
+#[test]
+fn ground_truth_velocity_is_the_world_velocity_seen_from_the_sensor() {
+    let sim = Simulator::new(config(3), Platform::Vehicle, 4).unwrap();
+    let sweep = sim.sweep(2).unwrap();
+    let sensor_from_world = sweep.world_from_sensor.rotation.inverse();
+    let mut moving = 0;
+    for object in &sweep.objects {
+        let v = object.to_ground_truth_box().velocity_mps.unwrap();
+        let expected = sensor_from_world * object.velocity_in_world;
+        assert_abs_diff_eq!(v, expected, epsilon = 1e-9);
+        if object.velocity_in_world.norm() > 0.5 {
+            moving += 1;
+        }
+    }
+    assert!(moving > 0, "the scene has moving actors");
+}

@@ -122,6 +122,23 @@ pub struct M3edWriter {
     imu_omega: Vec<[f64; 3]>,
 }
 
+/// Writes scalar variable-length string attributes on the file's root.
+fn write_text_attributes(path: &Path, file: &hdf5::File, attributes: &[(&str, &str)]) -> Result<(), WriteError> {
+    for &(name, value) in attributes {
+        let v = vlen(path, name, value)?;
+        file.new_attr::<VarLenUnicode>()
+            .shape(())
+            .create(name)
+            .and_then(|a| a.write_scalar(&v))
+            .map_err(|e| WriteError::Hdf5 {
+                path: path.to_path_buf(),
+                what: format!("attribute {name}"),
+                detail: e.to_string(),
+            })?;
+    }
+    Ok(())
+}
+
 fn vlen(path: &Path, what: &str, text: &str) -> Result<VarLenUnicode, WriteError> {
     VarLenUnicode::from_str(text).map_err(|e| WriteError::Invalid {
         path: path.to_path_buf(),
@@ -197,18 +214,15 @@ impl M3edWriter {
             }
         };
         let file = create_file(path).map_err(h5("create"))?;
-        for (name, value) in [
-            ("version", setup.version.as_str()),
-            ("raw_bag_name", setup.raw_bag_name.as_str()),
-            ("creation_date", "1970-01-01 00:00:00"),
-        ] {
-            let v = vlen(path, name, value)?;
-            file.new_attr::<VarLenUnicode>()
-                .shape(())
-                .create(name)
-                .and_then(|a| a.write_scalar(&v))
-                .map_err(h5(&format!("attribute {name}")))?;
-        }
+        write_text_attributes(
+            path,
+            &file,
+            &[
+                ("version", setup.version.as_str()),
+                ("raw_bag_name", setup.raw_bag_name.as_str()),
+                ("creation_date", "1970-01-01 00:00:00"),
+            ],
+        )?;
         let ouster = file
             .create_group_builder()
             .obj_track_times(false)
@@ -600,18 +614,15 @@ pub fn write_pose_gt(
         .with_data(&Array1::from(vec![0u64; n]))
         .create("ts_map_prophesee_left")
         .map_err(h5("dataset /ts_map_prophesee_left"))?;
-    for (name, value) in [
-        ("cam_name", "/prophesee/left"),
-        ("version", "boxlayer-sim"),
-        ("creation_date", "1970-01-01 00:00:00"),
-    ] {
-        let v = vlen(path, name, value)?;
-        file.new_attr::<VarLenUnicode>()
-            .shape(())
-            .create(name)
-            .and_then(|a| a.write_scalar(&v))
-            .map_err(h5(&format!("attribute {name}")))?;
-    }
+    write_text_attributes(
+        path,
+        &file,
+        &[
+            ("cam_name", "/prophesee/left"),
+            ("version", "boxlayer-sim"),
+            ("creation_date", "1970-01-01 00:00:00"),
+        ],
+    )?;
     file.flush().map_err(h5("flush"))?;
     Ok(())
 }
