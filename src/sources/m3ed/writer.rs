@@ -122,6 +122,16 @@ pub struct M3edWriter {
     imu_omega: Vec<[f64; 3]>,
 }
 
+/// Maps an HDF5 error on `path` while writing `what` to a `WriteError`.
+fn hdf5_error(path: &Path, what: &str) -> impl FnOnce(hdf5::Error) -> WriteError + use<> {
+    let (path, what) = (path.to_path_buf(), what.to_string());
+    move |e| WriteError::Hdf5 {
+        path,
+        what,
+        detail: e.to_string(),
+    }
+}
+
 /// Writes scalar variable-length string attributes on the file's root.
 fn write_text_attributes(path: &Path, file: &hdf5::File, attributes: &[(&str, &str)]) -> Result<(), WriteError> {
     for &(name, value) in attributes {
@@ -130,11 +140,7 @@ fn write_text_attributes(path: &Path, file: &hdf5::File, attributes: &[(&str, &s
             .shape(())
             .create(name)
             .and_then(|a| a.write_scalar(&v))
-            .map_err(|e| WriteError::Hdf5 {
-                path: path.to_path_buf(),
-                what: format!("attribute {name}"),
-                detail: e.to_string(),
-            })?;
+            .map_err(hdf5_error(path, &format!("attribute {name}")))?;
     }
     Ok(())
 }
@@ -204,15 +210,7 @@ fn distortion_fields(d: &Distortion) -> (&'static str, [f64; 4]) {
 impl M3edWriter {
     /// Creates `path` (overwriting) with the fixed parts: metadata, calibration, root attributes.
     pub fn create(path: &Path, setup: M3edWriterSetup) -> Result<Self, WriteError> {
-        let h5 = |what: &str| {
-            let path = path.to_path_buf();
-            let what = what.to_string();
-            move |e: hdf5::Error| WriteError::Hdf5 {
-                path,
-                what,
-                detail: e.to_string(),
-            }
-        };
+        let h5 = |what: &str| hdf5_error(path, what);
         let file = create_file(path).map_err(h5("create"))?;
         write_text_attributes(
             path,
@@ -554,15 +552,7 @@ pub fn write_pose_gt(
     lidar_to_prophesee_left: &Isometry3<f64>,
     time_type: PoseTimeType,
 ) -> Result<(), WriteError> {
-    let h5 = |what: &str| {
-        let path = path.to_path_buf();
-        let what = what.to_string();
-        move |e: hdf5::Error| WriteError::Hdf5 {
-            path,
-            what,
-            detail: e.to_string(),
-        }
-    };
+    let h5 = |what: &str| hdf5_error(path, what);
     if times.len() != world_from_sensor.len() {
         return Err(WriteError::Invalid {
             path: path.to_path_buf(),
