@@ -132,6 +132,15 @@ fn hdf5_error(path: &Path, what: &str) -> impl FnOnce(hdf5::Error) -> WriteError
     }
 }
 
+/// Creates group `name` under `parent` without object times (`shown` names it in errors).
+fn new_group(path: &Path, parent: &hdf5::Group, name: &str, shown: &str) -> Result<hdf5::Group, WriteError> {
+    parent
+        .create_group_builder()
+        .obj_track_times(false)
+        .create(name)
+        .map_err(hdf5_error(path, shown))
+}
+
 /// Writes scalar variable-length string attributes on the file's root.
 fn write_text_attributes(path: &Path, file: &hdf5::File, attributes: &[(&str, &str)]) -> Result<(), WriteError> {
     for &(name, value) in attributes {
@@ -221,11 +230,7 @@ impl M3edWriter {
                 ("creation_date", "1970-01-01 00:00:00"),
             ],
         )?;
-        let ouster = file
-            .create_group_builder()
-            .obj_track_times(false)
-            .create("ouster")
-            .map_err(h5("group /ouster"))?;
+        let ouster = new_group(path, &file, "ouster", "group /ouster")?;
         let json = setup.metadata.to_json(setup.metadata_flavour);
         write_string(path, &ouster, "metadata", &json)?;
         let f = &setup.metadata.data_format;
@@ -240,26 +245,14 @@ impl M3edWriter {
             .shape((0.., packets, slot))
             .create("data")
             .map_err(h5("dataset /ouster/data"))?;
-        let calib = ouster
-            .create_group_builder()
-            .obj_track_times(false)
-            .create("calib")
-            .map_err(h5("group /ouster/calib"))?;
+        let calib = new_group(path, &ouster, "calib", "group /ouster/calib")?;
         write_matrix(path, &calib, "T_to_prophesee_left", &setup.lidar_to_prophesee_left)?;
 
-        let ovc = file
-            .create_group_builder()
-            .obj_track_times(false)
-            .create("ovc")
-            .map_err(h5("group /ovc"))?;
+        let ovc = new_group(path, &file, "ovc", "group /ovc")?;
         let rgb = match &setup.rgb {
             None => None,
             Some(cal) => {
-                let group = ovc
-                    .create_group_builder()
-                    .obj_track_times(false)
-                    .create("rgb")
-                    .map_err(h5("group /ovc/rgb"))?;
+                let group = new_group(path, &ovc, "rgb", "group /ovc/rgb")?;
                 let (w, h) = (cal.width as usize, cal.height as usize);
                 let ds = group
                     .new_dataset::<u8>()
@@ -269,11 +262,7 @@ impl M3edWriter {
                     .shape((0.., h, w, 3))
                     .create("data")
                     .map_err(h5("dataset /ovc/rgb/data"))?;
-                let calib = group
-                    .create_group_builder()
-                    .obj_track_times(false)
-                    .create("calib")
-                    .map_err(h5("group /ovc/rgb/calib"))?;
+                let calib = new_group(path, &group, "calib", "group /ovc/rgb/calib")?;
                 write_string(path, &calib, "camera_model", "pinhole")?;
                 write_f64s(path, &calib, "intrinsics", &[cal.fx, cal.fy, cal.cx, cal.cy])?;
                 let (model, coeffs) = distortion_fields(&cal.distortion);
