@@ -22,6 +22,14 @@ pub enum PillarError {
         /// Its element type.
         actual: &'static str,
     },
+    /// A channel takes a point feature the spec does not have.
+    #[error("channel `feature {index}` but the spec has {count} point features")]
+    FeatureIndex {
+        /// The channel's feature index.
+        index: usize,
+        /// Point features in the spec.
+        count: usize,
+    },
 }
 
 /// The BEV pillar grid: origin, cell size and cell counts.
@@ -55,11 +63,12 @@ impl PillarGrid {
     /// The cell `(ix, iy)` holding a point, or `None` outside the range (spconv's floor rule).
     #[inline]
     pub fn cell_of(&self, x: f32, y: f32, z: f32) -> Option<(usize, usize)> {
-        let fx = ((x - self.min[0]) / self.size[0]).floor();
-        let fy = ((y - self.min[1]) / self.size[1]).floor();
-        let fz = ((z - self.min[2]) / self.size[2]).floor();
-        // Negated comparisons also reject NaN coordinates.
-        if !(fx >= 0.0 && fy >= 0.0 && fz == 0.0) {
+        let fx = (x - self.min[0]) / self.size[0];
+        let fy = (y - self.min[1]) / self.size[1];
+        let fz = (z - self.min[2]) / self.size[2];
+        // floor(f) == 0 ⇔ 0 ≤ f < 1, and for f ≥ 0 the truncating cast is the floor (and
+        // saturates, so huge values fail the bound check). Negated comparisons reject NaN.
+        if !(fx >= 0.0 && fy >= 0.0 && fz >= 0.0 && fz < 1.0) {
             return None;
         }
         let (ix, iy) = (fx as usize, fy as usize);
@@ -120,14 +129,20 @@ pub struct Pillars {
     pub rows: usize,
     /// Scratch: pillar index per grid cell (`u32::MAX` = none), reset cell by cell.
     pillar_of_cell: Vec<u32>,
-    /// Scratch: raw `[x, y, z]` of each kept point, `max_points_per_pillar` slots per pillar.
-    staged_xyz: Vec<[f32; 3]>,
-    /// Scratch: normalised point features of each kept point, slot by slot.
-    staged_features: Vec<f32>,
-    /// Scratch: sum of `[x, y, z]` over each pillar's kept points.
-    sums: Vec<[f32; 3]>,
+    /// Scratch: the cloud index of each kept point, `max_points_per_pillar` slots per pillar (a
+    /// counting sort of the points by pillar; slots past a pillar's count are never read).
+    point_of_slot: Vec<u32>,
+    /// Scratch: sum of `[x, y, z]` over each pillar's kept points, and their count.
+    sums: Vec<PillarSum>,
     /// Points per row written by the previous sweep (the slots that may hold stale values).
     previous_num_points: Vec<u32>,
+}
+
+/// The running sum of a pillar's kept points and their count (one cache line holds four).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct PillarSum {
+    xyz: [f32; 3],
+    count: u32,
 }
 
 impl Pillars {
@@ -188,6 +203,34 @@ fn resolve_columns<'a>(
         .collect()
 }
 
+/// Per-point values a channel can start from: `[x, y, z, 0, features…]`; features begin here.
+const POINT_XYZ0: usize = 4;
+/// Per-pillar values a channel can subtract: `[0, x̄, ȳ, z̄, x_c, y_c, z_c]`.
+const PILLAR_VALUES: usize = 7;
+
+/// One encoder channel as `point value[point] − pillar value[pillar]`.
+#[derive(Debug, Clone, Copy)]
+struct ChannelRecipe {
+    point: usize,
+    pillar: usize,
+}
+
+impl ChannelRecipe {
+    fn of(channel: PillarChannel) -> Self {
+        let (point, pillar) = match channel {
+            PillarChannel::Feature(k) => (POINT_XYZ0 + k, 0),
+            PillarChannel::XCluster => (0, 1),
+            PillarChannel::YCluster => (1, 2),
+            PillarChannel::ZCluster => (2, 3),
+            PillarChannel::XCenter => (0, 4),
+            PillarChannel::YCenter => (1, 5),
+            PillarChannel::ZCenter => (2, 6),
+            PillarChannel::Zero => (3, 0),
+        };
+        Self { point, pillar }
+    }
+}
+
 /// Builds the encoder input for `cloud`: assigns points to pillars in point order (a pillar is
 /// created by its first point; pillars beyond the limit and points beyond a pillar's limit are
 /// dropped), then fills each kept point's channels. Rows (or channel planes) are built in parallel.
@@ -205,6 +248,15 @@ pub fn pillarize_into(
     out: &mut Pillars,
 ) -> Result<(), PillarError> {
     let columns = resolve_columns(cloud, &spec.features)?;
+    if let Some(index) = spec.channels.iter().find_map(|ch| match ch {
+        PillarChannel::Feature(k) if *k >= columns.len() => Some(*k),
+        _ => None,
+    }) {
+        return Err(PillarError::FeatureIndex {
+            index,
+            count: columns.len(),
+        });
+    }
     let grid = &spec.grid;
     let m = spec.max_points_per_pillar;
     let pillar_limit = match rows {
@@ -213,7 +265,6 @@ pub fn pillarize_into(
     };
     let (xs, ys, zs) = (cloud.x(), cloud.y(), cloud.z());
     let previous_count = out.cells.len();
-    let n_features = columns.len();
 
     // Reset only what the previous sweep touched.
     if out.pillar_of_cell.len() != grid.nx * grid.ny {
@@ -227,14 +278,18 @@ pub fn pillarize_into(
     out.cells.clear();
     out.num_points.clear();
     out.sums.clear();
-    out.staged_xyz.clear();
-    out.staged_features.clear();
+    // Grown, never cleared: pass 2 reads only the slots pass 1 filled.
+    let slots_needed = pillar_limit.min(xs.len()).saturating_mul(m);
+    if out.point_of_slot.len() < slots_needed {
+        out.point_of_slot.resize(slots_needed, 0);
+    }
 
     // Pass 1, sequential because "first come first kept" depends on point order: a dense grid
-    // maps each cell to its pillar; each kept point is copied into its pillar's slot, so pass 2
-    // reads pillars sequentially instead of gathering points from all over the cloud.
+    // maps each cell to its pillar, and each kept point's index goes to its pillar's next slot
+    // (a counting sort), so pass 2 reads pillars in order without staging point values.
     for i in 0..xs.len() {
-        let Some((ix, iy)) = grid.cell_of(xs[i], ys[i], zs[i]) else {
+        let (x, y, z) = (xs[i], ys[i], zs[i]);
+        let Some((ix, iy)) = grid.cell_of(x, y, z) else {
             continue;
         };
         let slot = &mut out.pillar_of_cell[iy * grid.nx + ix];
@@ -244,30 +299,22 @@ pub fn pillarize_into(
             }
             *slot = out.cells.len() as u32;
             out.cells.push((ix as u32, iy as u32));
-            out.num_points.push(0);
-            out.sums.push([0.0; 3]);
-            out.staged_xyz.resize(out.staged_xyz.len() + m, [0.0; 3]);
-            out.staged_features
-                .resize(out.staged_features.len() + m * n_features, 0.0);
+            out.sums.push(PillarSum::default());
             out.cells.len() - 1
         } else {
             *slot as usize
         };
-        let n = out.num_points[p] as usize;
+        let sum = &mut out.sums[p];
+        let n = sum.count as usize;
         if n < m {
-            let (x, y, z) = (xs[i], ys[i], zs[i]);
-            let at = p * m + n;
-            out.staged_xyz[at] = [x, y, z];
-            for (k, column) in columns.iter().enumerate() {
-                out.staged_features[at * n_features + k] = column.value(i);
-            }
-            let sum = &mut out.sums[p];
-            sum[0] += x;
-            sum[1] += y;
-            sum[2] += z;
-            out.num_points[p] += 1;
+            out.point_of_slot[p * m + n] = i as u32;
+            sum.xyz[0] += x;
+            sum.xyz[1] += y;
+            sum.xyz[2] += z;
+            sum.count += 1;
         }
     }
+    out.num_points.extend(out.sums.iter().map(|sum| sum.count));
 
     let count = out.cells.len();
     let n_rows = match rows {
@@ -295,67 +342,87 @@ pub fn pillarize_into(
     out.shape = shape;
     out.rows = n_rows;
 
-    // Pass 2, parallel: every kept point's channels; slots that held points last time are zeroed.
+    // Pass 2, parallel over pillars: every kept point's channels; slots that held points last
+    // time are zeroed. Each channel is `point value − pillar value` picked from two small
+    // per-point and per-pillar arrays, so the inner loop has no branch on the channel kind.
+    let recipes: Vec<ChannelRecipe> = spec.channels.iter().map(|&ch| ChannelRecipe::of(ch)).collect();
     let (cells, num_points, previous) = (&out.cells, &out.num_points, &out.previous_num_points);
-    let (staged_xyz, staged_features, sums) = (&out.staged_xyz, &out.staged_features, &out.sums);
+    let (point_of_slot, sums) = (&out.point_of_slot, &out.sums);
     let row_points = |p: usize| -> (usize, usize) {
         let n = num_points[p] as usize;
         let stale = previous.get(p).map_or(0, |&v| v as usize).max(n);
         (n, stale)
     };
-    let pillar_frame = |p: usize| -> ([f32; 3], [f32; 3]) {
+    let pillar_values = |p: usize| -> [f32; PILLAR_VALUES] {
         let n = num_points[p].max(1) as f32;
-        let sum = sums[p];
+        let sum = sums[p].xyz;
         let (ix, iy) = cells[p];
-        (
-            [sum[0] / n, sum[1] / n, sum[2] / n],
-            grid.center_of(ix as usize, iy as usize),
-        )
+        let center = grid.center_of(ix as usize, iy as usize);
+        [0.0, sum[0] / n, sum[1] / n, sum[2] / n, center[0], center[1], center[2]]
     };
-    let value = |channel: PillarChannel, at: usize, mean: &[f32; 3], center: &[f32; 3]| -> f32 {
-        let [x, y, z] = staged_xyz[at];
-        match channel {
-            PillarChannel::Feature(k) => staged_features[at * n_features + k],
-            PillarChannel::XCluster => x - mean[0],
-            PillarChannel::YCluster => y - mean[1],
-            PillarChannel::ZCluster => z - mean[2],
-            PillarChannel::XCenter => x - center[0],
-            PillarChannel::YCenter => y - center[1],
-            PillarChannel::ZCenter => z - center[2],
-            PillarChannel::Zero => 0.0,
+    let load_point = |i: usize, values: &mut [f32]| {
+        values[..POINT_XYZ0].copy_from_slice(&[xs[i], ys[i], zs[i], 0.0]);
+        for (v, column) in values[POINT_XYZ0..].iter_mut().zip(&columns) {
+            *v = column.value(i);
         }
     };
+    let point_values_len = POINT_XYZ0 + columns.len();
     match spec.layout {
         EncoderLayout::PointMajor => {
             out.features[..count * m * c]
                 .par_chunks_mut(m * c)
                 .with_min_len(256)
                 .enumerate()
-                .for_each(|(p, row)| {
-                    let (n, stale) = row_points(p);
-                    let (mean, center) = pillar_frame(p);
-                    for (slot, values) in row.chunks_exact_mut(c).take(n).enumerate() {
-                        for (v, channel) in values.iter_mut().zip(&spec.channels) {
-                            *v = value(*channel, p * m + slot, &mean, &center);
+                .for_each_init(
+                    || vec![0.0f32; point_values_len],
+                    |point_values, (p, row)| {
+                        let (n, stale) = row_points(p);
+                        let pillar = pillar_values(p);
+                        let points = &point_of_slot[p * m..p * m + n];
+                        for (values, &i) in row.chunks_exact_mut(c).zip(points) {
+                            load_point(i as usize, point_values);
+                            for (v, recipe) in values.iter_mut().zip(&recipes) {
+                                *v = point_values[recipe.point] - pillar[recipe.pillar];
+                            }
                         }
-                    }
-                    row[n * c..stale * c].fill(0.0);
-                });
+                        row[n * c..stale * c].fill(0.0);
+                    },
+                );
         }
         EncoderLayout::ChannelMajor => {
-            out.features
-                .par_chunks_mut(n_rows * m)
-                .zip(&spec.channels)
-                .for_each(|(plane, channel)| {
-                    for (p, row) in plane[..count * m].chunks_exact_mut(m).enumerate() {
-                        let (n, stale) = row_points(p);
-                        let (mean, center) = pillar_frame(p);
-                        for (slot, v) in row.iter_mut().take(n).enumerate() {
-                            *v = value(*channel, p * m + slot, &mean, &center);
-                        }
-                        row[n..stale].fill(0.0);
+            // Blocks of pillars in parallel; a block holds its rows of every channel plane, so each
+            // point is loaded once and written to all planes.
+            const PILLARS_PER_BLOCK: usize = 512;
+            let mut blocks: Vec<Vec<&mut [f32]>> = Vec::new();
+            for plane in out.features.chunks_exact_mut(n_rows * m) {
+                for (b, rows) in plane[..count * m].chunks_mut(PILLARS_PER_BLOCK * m).enumerate() {
+                    if b == blocks.len() {
+                        blocks.push(Vec::with_capacity(c));
                     }
-                });
+                    blocks[b].push(rows);
+                }
+            }
+            blocks.into_par_iter().enumerate().for_each_init(
+                || vec![0.0f32; point_values_len],
+                |point_values, (b, mut planes)| {
+                    let first = b * PILLARS_PER_BLOCK;
+                    let pillars_in_block = planes.first().map_or(0, |rows| rows.len() / m);
+                    for p in first..first + pillars_in_block {
+                        let (n, stale) = row_points(p);
+                        let pillar = pillar_values(p);
+                        let at = (p - first) * m;
+                        for (slot, &i) in point_of_slot[p * m..p * m + n].iter().enumerate() {
+                            load_point(i as usize, point_values);
+                            for (rows, recipe) in planes.iter_mut().zip(&recipes) {
+                                rows[at + slot] = point_values[recipe.point] - pillar[recipe.pillar];
+                            }
+                        }
+                        for rows in planes.iter_mut() {
+                            rows[at + n..at + stale].fill(0.0);
+                        }
+                    }
+                },
+            );
         }
     }
     Ok(())
@@ -481,5 +548,9 @@ mod tests {
         s.features[3] = PointFeature::raw("time_lag");
         let err = pillarize(&PointCloud::new(), &s, PillarRows::Trim).unwrap_err();
         assert_eq!(err, PillarError::MissingChannel("time_lag".into()));
+        let mut s = spec(PillarFeatureOrder::Raw, EncoderLayout::PointMajor, 2, 2);
+        s.channels.push(PillarChannel::Feature(4));
+        let err = pillarize(&PointCloud::new(), &s, PillarRows::Trim).unwrap_err();
+        assert_eq!(err, PillarError::FeatureIndex { index: 4, count: 4 });
     }
 }
