@@ -68,7 +68,7 @@ impl PillarGrid {
         let fz = (z - self.min[2]) / self.size[2];
         // floor(f) == 0 ⇔ 0 ≤ f < 1, and for f ≥ 0 the truncating cast is the floor (and
         // saturates, so huge values fail the bound check). Negated comparisons reject NaN.
-        if !(fx >= 0.0 && fy >= 0.0 && fz >= 0.0 && fz < 1.0) {
+        if !(fx >= 0.0 && fy >= 0.0 && (0.0..1.0).contains(&fz)) {
             return None;
         }
         let (ix, iy) = (fx as usize, fy as usize);
