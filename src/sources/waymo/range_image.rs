@@ -77,17 +77,78 @@ impl RangeImageData {
 pub const MAX_INFLATED_BYTES: u64 = 1 << 28;
 
 /// zlib-inflates `bytes` and decodes the `MatrixFloat` inside, checking it has `channels`.
+///
+/// Serialisers write field 1 (packed `data`) first, so the inflater writes those floats straight
+/// into the image's buffer; anything else (shape first, unpacked floats) is inflated whole and
+/// decoded by [`decode_matrix_float`].
 pub fn decompress_matrix(bytes: &[u8], channels: usize) -> Result<RangeImageData, String> {
-    let mut raw = Vec::with_capacity(bytes.len() * 4);
-    ZlibDecoder::new(bytes)
-        .take(MAX_INFLATED_BYTES + 1)
-        .read_to_end(&mut raw)
-        .map_err(|e| format!("zlib inflate failed: {e}"))?;
-    if raw.len() as u64 > MAX_INFLATED_BYTES {
-        return Err(format!("zlib stream inflates past {MAX_INFLATED_BYTES} bytes"));
-    }
-    let m = decode_matrix_float(&raw).map_err(|e| format!("MatrixFloat decode failed: {e}"))?;
+    let inflate_error = |e: std::io::Error| format!("zlib inflate failed: {e}");
+    let mut stream = ZlibDecoder::new(bytes).take(MAX_INFLATED_BYTES + 1);
+    let mut head = Vec::new();
+    let m = match read_packed_data_header(&mut stream, &mut head).map_err(inflate_error)? {
+        Some(len) if len > MAX_INFLATED_BYTES => {
+            return Err(format!("zlib stream inflates past {MAX_INFLATED_BYTES} bytes"));
+        }
+        Some(len) if len % 4 == 0 => {
+            let mut data = vec![0f32; (len / 4) as usize];
+            stream
+                .read_exact(bytemuck::cast_slice_mut(&mut data))
+                .map_err(|e| match e.kind() {
+                    std::io::ErrorKind::UnexpectedEof => {
+                        format!("MatrixFloat decode failed: packed data of {len} bytes is cut short")
+                    }
+                    _ => inflate_error(e),
+                })?;
+            for v in &mut data {
+                *v = f32::from_bits(u32::from_le(v.to_bits())); // the wire is little-endian
+            }
+            let mut tail = Vec::new();
+            stream.read_to_end(&mut tail).map_err(inflate_error)?;
+            if head.len() as u64 + len + tail.len() as u64 > MAX_INFLATED_BYTES {
+                return Err(format!("zlib stream inflates past {MAX_INFLATED_BYTES} bytes"));
+            }
+            // The rest (the shape, or more packed chunks, which protobuf concatenates).
+            let rest = decode_matrix_float(&tail).map_err(|e| format!("MatrixFloat decode failed: {e}"))?;
+            data.extend_from_slice(&rest.data);
+            proto::MatrixFloat {
+                data,
+                shape: rest.shape,
+            }
+        }
+        _ => {
+            let mut raw = head;
+            stream.read_to_end(&mut raw).map_err(inflate_error)?;
+            if raw.len() as u64 > MAX_INFLATED_BYTES {
+                return Err(format!("zlib stream inflates past {MAX_INFLATED_BYTES} bytes"));
+            }
+            decode_matrix_float(&raw).map_err(|e| format!("MatrixFloat decode failed: {e}"))?
+        }
+    };
     RangeImageData::from_matrix(m, channels)
+}
+
+/// Reads the key and length of a leading packed `data` field (tag 1, wire type 2) and returns the
+/// length; `None` when the stream starts otherwise. Every byte read is appended to `head`.
+fn read_packed_data_header(stream: &mut impl Read, head: &mut Vec<u8>) -> std::io::Result<Option<u64>> {
+    let mut read_varint = |head: &mut Vec<u8>| -> std::io::Result<Option<u64>> {
+        let mut value = 0u64;
+        for shift in (0..64).step_by(7) {
+            let mut byte = [0u8];
+            if stream.read(&mut byte)? == 0 {
+                return Ok(None);
+            }
+            head.push(byte[0]);
+            value |= u64::from(byte[0] & 0x7f) << shift;
+            if byte[0] & 0x80 == 0 {
+                return Ok(Some(value));
+            }
+        }
+        Ok(None)
+    };
+    if read_varint(head)? != Some((1 << 3) | 2) {
+        return Ok(None);
+    }
+    read_varint(head)
 }
 
 /// Decodes a `MatrixFloat`, converting packed `data` in bulk: range images hold millions of
@@ -461,6 +522,49 @@ mod tests {
         assert!(e.contains("expected [H, W, 6]"), "{e}");
         let e = decompress_matrix(b"not zlib", 4).unwrap_err();
         assert!(e.starts_with("zlib inflate failed"), "{e}");
+    }
+
+    #[test]
+    fn streamed_decompression_agrees_with_whole_buffer_decoding() {
+        let zlib = |raw: &[u8]| {
+            use flate2::write::ZlibEncoder;
+            use std::io::Write;
+            let mut e = ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+            e.write_all(raw).unwrap();
+            e.finish().unwrap()
+        };
+        let m = proto::MatrixFloat {
+            data: (0..24).map(|v| v as f32 - 3.5).collect(),
+            shape: Some(proto::MatrixShape { dims: vec![2, 3, 4] }),
+        };
+        let expected = RangeImageData::from_matrix(m.clone(), 4).unwrap();
+        // Data first (the fast path), shape first (the fallback), and data split in two packed
+        // chunks around the shape (protobuf concatenates repeated fields).
+        let data_first = m.encode_to_vec();
+        let shape = proto::MatrixFloat {
+            data: Vec::new(),
+            shape: m.shape.clone(),
+        }
+        .encode_to_vec();
+        let chunk = |d: &[f32]| {
+            proto::MatrixFloat {
+                data: d.to_vec(),
+                shape: None,
+            }
+            .encode_to_vec()
+        };
+        let shape_first = [shape.clone(), chunk(&m.data)].concat();
+        let split = [chunk(&m.data[..10]), shape, chunk(&m.data[10..])].concat();
+        for raw in [data_first.clone(), shape_first, split] {
+            assert_eq!(decompress_matrix(&zlib(&raw), 4).unwrap(), expected);
+        }
+        // A packed length that is cut short, or that claims more than the limit, is an error.
+        let e = decompress_matrix(&zlib(&data_first[..40]), 4).unwrap_err();
+        assert!(e.contains("cut short"), "{e}");
+        let mut huge = vec![0x0a];
+        prost::encoding::encode_varint(MAX_INFLATED_BYTES + 4, &mut huge);
+        let e = decompress_matrix(&zlib(&huge), 4).unwrap_err();
+        assert!(e.contains("inflates past"), "{e}");
     }
 
     #[test]
