@@ -73,10 +73,12 @@ enum Command {
         #[arg(long)]
         json: Option<PathBuf>,
     },
-    /// Simulate a drone or quadruped sequence and write it as M3ED files (`<seq>_data.h5`,
-    /// `<seq>_pose_gt.h5`) plus its ground truth as JSON lines (`<seq>_boxes_gt.jsonl`).
+    /// Simulate a sequence and write it in its platform's real format: a car as a Waymo v1
+    /// segment (`segment-sim_seed<S>_with_camera_labels.tfrecord`), a drone or quadruped as M3ED
+    /// files (`<seq>_data.h5`, `<seq>_pose_gt.h5`); ground truth as JSON lines (`<seq>_boxes_gt.jsonl`).
     Simulate {
-        /// `drone` (written as `falcon_sim_seed<S>`) or `quadruped` (`spot_sim_seed<S>`).
+        /// `vehicle` (Waymo segment `sim_seed<S>`), `drone` (M3ED `falcon_sim_seed<S>`) or
+        /// `quadruped` (`spot_sim_seed<S>`).
         #[arg(long)]
         platform: boxlayer::Platform,
         /// Number of 100 ms sweeps.
@@ -171,8 +173,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 None => boxlayer::sim::SimConfig::default(),
             };
             let started = std::time::Instant::now();
-            let summary = boxlayer::sim::simulate_m3ed(config, platform, frames, seed, &out).context("simulate")?;
-            print!("{}", summary.display(started.elapsed()));
+            if platform == boxlayer::Platform::Vehicle {
+                let summary = boxlayer::sim::simulate_waymo(config, frames, seed, &out).context("simulate")?;
+                print!("{}", summary.display(started.elapsed()));
+            } else {
+                let summary = boxlayer::sim::simulate_m3ed(config, platform, frames, seed, &out).context("simulate")?;
+                print!("{}", summary.display(started.elapsed()));
+            }
         }
     }
     Ok(())
