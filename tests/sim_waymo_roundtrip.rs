@@ -65,7 +65,11 @@ fn vehicle_segment_reads_back_to_the_simulation() {
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
-    assert_eq!(leftovers.len(), 2, "only the segment and the ground truth remain: {leftovers:?}");
+    assert_eq!(
+        leftovers.len(),
+        2,
+        "only the segment and the ground truth remain: {leftovers:?}"
+    );
 
     let source = WaymoV1Source::open(&summary.segment_path, WaymoConfig::default()).unwrap();
     assert_eq!(source.len(), SWEEPS);
@@ -116,27 +120,52 @@ fn vehicle_segment_reads_back_to_the_simulation() {
         for (gt, object) in frame.ground_truth.iter().zip(&sweep.objects) {
             assert_eq!(gt.track_id, object.track_id.to_string());
             assert_eq!(gt.class, object.class);
-            assert_eq!(gt.box_in_sensor, upright_box(&object.box_in_sensor), "track {}", object.track_id);
+            assert_eq!(
+                gt.box_in_sensor,
+                upright_box(&object.box_in_sensor),
+                "track {}",
+                object.track_id
+            );
             let b = object.box_in_sensor;
             assert_eq!(
-                [gt.box_in_sensor.x, gt.box_in_sensor.l, gt.box_in_sensor.w, gt.box_in_sensor.h],
+                [
+                    gt.box_in_sensor.x,
+                    gt.box_in_sensor.l,
+                    gt.box_in_sensor.w,
+                    gt.box_in_sensor.h
+                ],
                 [b.x, b.l, b.w, b.h]
             );
             let dyaw = (gt.box_in_sensor.yaw - b.yaw).rem_euclid(std::f64::consts::TAU);
             assert!(dyaw < 1e-12 || std::f64::consts::TAU - dyaw < 1e-12);
             assert_eq!(gt.num_points, Some(object.num_lidar_points));
             assert_eq!(gt.velocity_mps, object.to_ground_truth_box().velocity_mps);
-            unique.entry(label_type(object.class)).or_default().insert(object.track_id);
+            unique
+                .entry(label_type(object.class))
+                .or_default()
+                .insert(object.track_id);
         }
 
         // Raw proto: return 2 is the all −1 grid, return 1 has the pose, labels have accelerations.
         let p = source.frame_proto(index).unwrap();
         let top = &p.lasers[0];
-        let second = top.ri_return2.as_ref().unwrap().range_image_compressed.as_ref().unwrap();
+        let second = top
+            .ri_return2
+            .as_ref()
+            .unwrap()
+            .range_image_compressed
+            .as_ref()
+            .unwrap();
         let second = decompress_matrix(second, 4).unwrap();
         assert_eq!((second.height, second.width), (64, 2650));
         assert!(second.data.iter().all(|&v| v == -1.0));
-        let pose = top.ri_return1.as_ref().unwrap().range_image_pose_compressed.as_ref().unwrap();
+        let pose = top
+            .ri_return1
+            .as_ref()
+            .unwrap()
+            .range_image_pose_compressed
+            .as_ref()
+            .unwrap();
         assert_eq!(decompress_matrix(pose, 6).unwrap().data.len(), 64 * 2650 * 6);
         // Accelerations: the velocity change between the two sweeps, in this sweep's vehicle
         // frame, for tracks labelled in both; none for the others.
@@ -144,7 +173,9 @@ fn vehicle_segment_reads_back_to_the_simulation() {
         let mut with_accel = 0;
         for (label, object) in p.laser_labels.iter().zip(&sweep.objects) {
             let m = label.metadata.as_ref().unwrap();
-            let got = m.accel_x.map(|x| nalgebra::Vector3::new(x, m.accel_y.unwrap(), m.accel_z.unwrap()));
+            let got = m
+                .accel_x
+                .map(|x| nalgebra::Vector3::new(x, m.accel_y.unwrap(), m.accel_z.unwrap()));
             let Some(o) = other.objects.iter().find(|o| o.track_id == object.track_id) else {
                 assert_eq!(got, None, "track {} is in one sweep only", object.track_id);
                 continue;
@@ -195,11 +226,20 @@ fn vehicle_segment_reads_back_to_the_simulation() {
                 .collect();
             assert_eq!(hits.len() as u32, object.num_lidar_points);
             let column = |v: &[f32]| hits.iter().map(|&i| v[i]).collect::<Vec<f32>>();
-            let (x, y, z) = (column(frame.cloud.x()), column(frame.cloud.y()), column(frame.cloud.z()));
+            let (x, y, z) = (
+                column(frame.cloud.x()),
+                column(frame.cloud.y()),
+                column(frame.cloud.z()),
+            );
             let mut mask = Vec::new();
             points_in_box_mask(&x, &y, &z, &grown, &mut mask);
             let inside = mask.iter().filter(|&&m| m).count();
-            assert_eq!(inside, hits.len(), "track {}: hit returns outside its box", object.track_id);
+            assert_eq!(
+                inside,
+                hits.len(),
+                "track {}: hit returns outside its box",
+                object.track_id
+            );
             static_hits_checked += 1;
         }
     }
@@ -245,7 +285,10 @@ fn same_seed_gives_identical_bytes_and_an_independent_check_accepts_the_segment(
     let segment = segment_file_name("sim_seed5");
     assert_eq!(
         fa.keys().collect::<Vec<_>>(),
-        ["segment-sim_seed5_with_camera_labels.tfrecord", "sim_seed5_boxes_gt.jsonl"]
+        [
+            "segment-sim_seed5_with_camera_labels.tfrecord",
+            "sim_seed5_boxes_gt.jsonl"
+        ]
     );
     for (name, bytes) in &fa {
         assert!(bytes == &fb[name], "{name} differs between two runs of seed 5");
@@ -284,7 +327,11 @@ fn same_seed_gives_identical_bytes_and_an_independent_check_accepts_the_segment(
     damaged[at] ^= 0x40;
     let damaged_path = c.path().join("damaged.tfrecord");
     std::fs::write(&damaged_path, damaged).unwrap();
-    let output = Command::new("python3").arg(&script).arg(&damaged_path).output().unwrap();
+    let output = Command::new("python3")
+        .arg(&script)
+        .arg(&damaged_path)
+        .output()
+        .unwrap();
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stdout).contains("record 1 at offset"));
     assert!(String::from_utf8_lossy(&output.stdout).contains("bad data crc"));
@@ -301,7 +348,16 @@ fn field<'a>(text: &'a str, prefix: &str) -> &'a str {
 fn simulate_cli_writes_a_vehicle_segment_that_inspect_summarises() {
     let dir = tempfile::tempdir().unwrap();
     let simulate = Command::new(env!("CARGO_BIN_EXE_boxlayer"))
-        .args(["simulate", "--platform", "vehicle", "--frames", "1", "--seed", "3", "--out"])
+        .args([
+            "simulate",
+            "--platform",
+            "vehicle",
+            "--frames",
+            "1",
+            "--seed",
+            "3",
+            "--out",
+        ])
         .arg(dir.path())
         .output()
         .unwrap();
@@ -314,7 +370,16 @@ fn simulate_cli_writes_a_vehicle_segment_that_inspect_summarises() {
     assert_eq!(field(&stdout, "segment"), "sim_seed3");
     assert_eq!(field(&stdout, "frames"), "1");
     // With one frame the mean is the count: "mean 119659.0, min 119659, max 119659 (…)".
-    let count = |line: &str| -> usize { line.split("min ").nth(1).unwrap().split(',').next().unwrap().parse().unwrap() };
+    let count = |line: &str| -> usize {
+        line.split("min ")
+            .nth(1)
+            .unwrap()
+            .split(',')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
     let points = count(field(&stdout, "points/sweep"));
     let labels = count(field(&stdout, "objects/sweep"));
     assert!(points > 50_000, "{stdout}");
@@ -327,7 +392,11 @@ fn simulate_cli_writes_a_vehicle_segment_that_inspect_summarises() {
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&inspect.stdout);
-    assert!(inspect.status.success(), "{text}{}", String::from_utf8_lossy(&inspect.stderr));
+    assert!(
+        inspect.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&inspect.stderr)
+    );
     for needle in [
         "Waymo v1 segment `sim_seed3`".to_string(),
         "1 frames, 0 damaged records skipped".to_string(),

@@ -41,7 +41,9 @@ pub enum SimWriteError {
     #[error(transparent)]
     Write(#[from] WriteError),
     /// The platform carries no OS1 (the car's Waymo writer is a separate path).
-    #[error("platform `{0}`: M3ED files hold an OS1; the car is written as a Waymo segment (`sim::write_waymo_segment`)")]
+    #[error(
+        "platform `{0}`: M3ED files hold an OS1; the car is written as a Waymo segment (`sim::write_waymo_segment`)"
+    )]
     NotOuster(Platform),
     /// The sequence name would make the reader infer another platform.
     #[error(

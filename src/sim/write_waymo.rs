@@ -164,7 +164,11 @@ impl WaymoWriteSummary {
             let max = v.iter().max().copied().unwrap_or_default().into();
             format!("mean {mean:.1}, min {min}, max {max}")
         }
-        let as_u32 = |v: &[usize]| v.iter().map(|x| u32::try_from(*x).unwrap_or(u32::MAX)).collect::<Vec<_>>();
+        let as_u32 = |v: &[usize]| {
+            v.iter()
+                .map(|x| u32::try_from(*x).unwrap_or(u32::MAX))
+                .collect::<Vec<_>>()
+        };
         let frame_kib: Vec<u32> = self
             .frame_bytes
             .iter()
@@ -174,7 +178,10 @@ impl WaymoWriteSummary {
         let mut out = String::new();
         out.push_str(&format!("segment        {}\n", self.context_name));
         out.push_str(&format!("frames         {}\n", self.points_per_sweep.len()));
-        out.push_str(&format!("points/sweep   {} (TOP, return 1)\n", stats(&as_u32(&self.points_per_sweep))));
+        out.push_str(&format!(
+            "points/sweep   {} (TOP, return 1)\n",
+            stats(&as_u32(&self.points_per_sweep))
+        ));
         out.push_str(&format!(
             "objects/sweep  {} (laser labels)\n",
             stats(&as_u32(&self.objects_per_sweep))
@@ -187,7 +194,11 @@ impl WaymoWriteSummary {
             "cameras        {} JPEG q{} per frame: {} ({})\n",
             self.cameras.len(),
             self.jpeg_quality,
-            if names.is_empty() { "none".to_string() } else { names.join(", ") },
+            if names.is_empty() {
+                "none".to_string()
+            } else {
+                names.join(", ")
+            },
             self.camera_images
         ));
         out.push_str(&format!("KiB/frame      {}\n", stats(&frame_kib)));
@@ -698,9 +709,7 @@ pub fn write_waymo_segment_with(
         let images = images.into_iter().collect::<Result<Vec<_>, _>>()?;
 
         let velocities = world_velocities(&sweep);
-        let following = next
-            .as_ref()
-            .map(|s| (s.reference_time_micros, world_velocities(s)));
+        let following = next.as_ref().map(|s| (s.reference_time_micros, world_velocities(s)));
         let vehicle_from_world = sweep.world_from_sensor.rotation.inverse();
         let labels: Vec<proto::Label> = sweep
             .objects
@@ -719,7 +728,8 @@ pub fn write_waymo_segment_with(
                     (None, Some(b)) => Some((now, b)),
                     (None, None) => None,
                 };
-                let accel = span.map(|((t0, v0), (t1, v1))| vehicle_from_world * ((v1 - v0) / ((t1 - t0) as f64 * 1e-6)));
+                let accel =
+                    span.map(|((t0, v0), (t1, v1))| vehicle_from_world * ((v1 - v0) / ((t1 - t0) as f64 * 1e-6)));
                 laser_label(object, accel)
             })
             .collect();
@@ -806,7 +816,8 @@ pub fn write_waymo_segment_with(
         record.clear();
         record.extend_from_slice(&context_field);
         let start = record.len();
-        let body_len = usize::try_from(len).map_err(|_| frame_error(summary.frame_bytes.len(), "frame too large".into()))?;
+        let body_len =
+            usize::try_from(len).map_err(|_| frame_error(summary.frame_bytes.len(), "frame too large".into()))?;
         record.resize(start + body_len, 0);
         bodies
             .read_exact_at(&mut record[start..], offset)
@@ -892,7 +903,10 @@ mod tests {
             (0..4).map(|c| first.get(1, 5, c).unwrap()).collect::<Vec<_>>(),
             [12.5, 0.25, 0.125, -1.0]
         );
-        assert_eq!((0..4).map(|c| first.get(1, 6, c).unwrap()).collect::<Vec<_>>(), [-1.0; 4]);
+        assert_eq!(
+            (0..4).map(|c| first.get(1, 6, c).unwrap()).collect::<Vec<_>>(),
+            [-1.0; 4]
+        );
         assert!(second.data.iter().all(|&v| v == -1.0));
         // Every row of column 5 carries its pose: roll 0, pitch 0, yaw 0.5, x 4, y 5, z 6.
         for row in [0, 63] {
