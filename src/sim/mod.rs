@@ -6,6 +6,7 @@
 //! computed directly from its index. The simulation itself knows no file format; only
 //! `write_m3ed` hands sweeps to the M3ED writer in `sources::m3ed` (the Waymo path is separate).
 
+mod camera_render;
 mod config;
 mod lidar;
 mod object;
@@ -17,6 +18,9 @@ mod simulator;
 pub mod terrain;
 mod write_m3ed;
 
+pub use camera_render::{
+    CameraRenderConfig, MAP_STEP_PX, render_camera, render_camera_at, render_camera_posed, undistort_ray,
+};
 pub use config::{
     DroneConfig, ImuConfig, LidarConfig, QuadrupedConfig, SceneConfig, SimConfig, TerrainConfig, VehicleConfig,
 };
