@@ -184,14 +184,23 @@ fn validate_calibration(c: &CameraCalibration) -> Result<(), SimError> {
     if c.width == 0 || c.height == 0 || c.width > MAX_IMAGE_SIDE || c.height > MAX_IMAGE_SIDE {
         return bad(
             "camera.width",
-            format!("image {}×{} must be 1..={MAX_IMAGE_SIDE} px per side", c.width, c.height),
+            format!(
+                "image {}×{} must be 1..={MAX_IMAGE_SIDE} px per side",
+                c.width, c.height
+            ),
         );
     }
     if !(c.fx.is_finite() && c.fy.is_finite() && c.fx > 0.0 && c.fy > 0.0) {
-        return bad("camera.fx", format!("focal lengths {}, {} must be positive", c.fx, c.fy));
+        return bad(
+            "camera.fx",
+            format!("focal lengths {}, {} must be positive", c.fx, c.fy),
+        );
     }
     if !(c.cx.is_finite() && c.cy.is_finite()) {
-        return bad("camera.cx", format!("principal point {}, {} must be finite", c.cx, c.cy));
+        return bad(
+            "camera.cx",
+            format!("principal point {}, {} must be finite", c.cx, c.cy),
+        );
     }
     let coefficients: Vec<f64> = match c.distortion {
         Distortion::None => Vec::new(),
@@ -332,8 +341,8 @@ struct LensMap {
     /// Node pixel indices along x and y (the last one is the last pixel).
     node_x: Vec<usize>,
     node_y: Vec<usize>,
-    /// Per node (row-major over `node_y × node_x`): pinhole coordinates when the ray has them.
-    nodes: Vec<Option<(f64, f64)>>,
+    /// Per node (row-major over `node_y × node_x`): the unit ray when it has pinhole coordinates.
+    nodes: Vec<Option<Vector3<f64>>>,
 }
 
 impl LensMap {
@@ -363,7 +372,7 @@ impl LensMap {
         let mut nodes = Vec::with_capacity(map.node_x.len() * map.node_y.len());
         for &py in &map.node_y {
             for &px in &map.node_x {
-                nodes.push(map.exact_ray(px, py).as_ref().and_then(pinhole_coords));
+                nodes.push(map.exact_ray(px, py).filter(|d| pinhole_coords(d).is_some()));
             }
         }
         map.nodes = nodes;
@@ -400,15 +409,21 @@ impl LensMap {
             ];
             match corners {
                 [Some(a), Some(b), Some(c), Some(d)] => {
-                    // Interpolate along y once, then along x.
-                    let left = (a.0 + (c.0 - a.0) * ty, a.1 + (c.1 - a.1) * ty);
-                    let right = (b.0 + (d.0 - b.0) * ty, b.1 + (d.1 - b.1) * ty);
+                    // Directions, unlike pinhole coordinates, bend gently even far off axis, so
+                    // they are what is interpolated: along y once, then along x.
+                    let left = a + (c - a) * ty;
+                    let right = b + (d - b) * ty;
                     let span = (x1 - x0).max(1) as f64;
                     for px in x0..=last {
                         let tx = (px - x0) as f64 / span;
-                        let u = left.0 + (right.0 - left.0) * tx;
-                        let v = left.1 + (right.1 - left.1) * tx;
-                        visit(px, PixelRay::Pinhole(u, v));
+                        let dir = left + (right - left) * tx;
+                        visit(
+                            px,
+                            match pinhole_coords(&dir) {
+                                Some((u, v)) => PixelRay::Pinhole(u, v),
+                                None => PixelRay::Wide(dir.normalize()),
+                            },
+                        );
                     }
                 }
                 _ => {
@@ -433,8 +448,9 @@ impl LensMap {
         let nx = self.node_x.len();
         let mut ext = [f64::INFINITY, f64::INFINITY, f64::NEG_INFINITY, f64::NEG_INFINITY];
         let mut density: f64 = self.fx.max(self.fy) * 0.25;
+        let coords = |node: &Option<Vector3<f64>>| node.as_ref().and_then(pinhole_coords);
         for (k, node) in self.nodes.iter().enumerate() {
-            let Some((u, v)) = *node else { continue };
+            let Some((u, v)) = coords(node) else { continue };
             ext[0] = ext[0].min(u);
             ext[1] = ext[1].min(v);
             ext[2] = ext[2].max(u);
@@ -442,7 +458,7 @@ impl LensMap {
             let (i, j) = (k % nx, k / nx);
             // Output pixels per unit of pinhole coordinate between neighbouring nodes.
             if i + 1 < nx
-                && let Some((u1, v1)) = self.nodes[k + 1]
+                && let Some((u1, v1)) = coords(&self.nodes[k + 1])
             {
                 let d = ((u1 - u).powi(2) + (v1 - v).powi(2)).sqrt();
                 if d > 0.0 {
@@ -450,7 +466,7 @@ impl LensMap {
                 }
             }
             if j + 1 < self.node_y.len()
-                && let Some((u1, v1)) = self.nodes[k + nx]
+                && let Some((u1, v1)) = coords(&self.nodes[k + nx])
             {
                 let d = ((u1 - u).powi(2) + (v1 - v).powi(2)).sqrt();
                 if d > 0.0 {
@@ -542,7 +558,13 @@ impl PinholeBuffer {
     }
 
     /// Whether a sphere (centre in K, radius) can show in the buffer within `max_distance`.
-    fn sphere_visible(&self, planes: &[Vector3<f64>; 4], centre: &Vector3<f64>, radius: f64, max_distance: f64) -> bool {
+    fn sphere_visible(
+        &self,
+        planes: &[Vector3<f64>; 4],
+        centre: &Vector3<f64>,
+        radius: f64,
+        max_distance: f64,
+    ) -> bool {
         if centre.z + radius < NEAR_M || centre.norm() - radius > max_distance {
             return false;
         }
@@ -773,24 +795,26 @@ fn pick<const N: usize>(colours: &[[f32; 3]; N], h: u64) -> [f32; 3] {
 }
 
 /// The unlit colour of a part of object `index` (label `label`, surface `surface`): fixed
-/// materials by surface, and for painted, clothed or facade surfaces a palette colour drawn from
+/// materials (glass, rubber, metal, bark, concrete) by surface, and for foliage, skin, painted, clothed or facade surfaces a palette colour drawn from
 /// the object index and the surface's reflectivity (so parts sharing a surface share a colour).
 pub(crate) fn part_colour(index: usize, label: Option<FineLabel>, surface: &Surface) -> [f32; 3] {
     let h = hash2(index as u64, u64::from(surface.reflectivity.to_bits()));
-    let base = if *surface == Surface::GLASS {
-        palette::GLASS
-    } else if *surface == Surface::RUBBER {
-        palette::RUBBER
-    } else if *surface == Surface::METAL {
-        palette::METAL
-    } else if *surface == Surface::BARK {
-        palette::BARK
-    } else if *surface == Surface::FOLIAGE {
+    // Fixed materials keep their colour exactly.
+    for (fixed, colour) in [
+        (Surface::GLASS, palette::GLASS),
+        (Surface::RUBBER, palette::RUBBER),
+        (Surface::METAL, palette::METAL),
+        (Surface::BARK, palette::BARK),
+        (Surface::CONCRETE, palette::WALL),
+    ] {
+        if *surface == fixed {
+            return colour;
+        }
+    }
+    let base = if *surface == Surface::FOLIAGE {
         pick(&palette::FOLIAGE, h)
     } else if *surface == Surface::SKIN {
         pick(&palette::SKIN, h)
-    } else if *surface == Surface::CONCRETE {
-        palette::WALL
     } else {
         match label {
             Some(FineLabel::Car | FineLabel::Van | FineLabel::Bus | FineLabel::Truck) => pick(&palette::CAR_PAINT, h),
@@ -822,7 +846,11 @@ fn scale(c: [f32; 3], f: f32) -> [f32; 3] {
 }
 
 fn mix(a: [f32; 3], b: [f32; 3], t: f32) -> [f32; 3] {
-    [a[0] + (b[0] - a[0]) * t, a[1] + (b[1] - a[1]) * t, a[2] + (b[2] - a[2]) * t]
+    [
+        a[0] + (b[0] - a[0]) * t,
+        a[1] + (b[1] - a[1]) * t,
+        a[2] + (b[2] - a[2]) * t,
+    ]
 }
 
 /// Triangles of a primitive in its own frame, with roughly `segments` around round shapes.
@@ -1172,7 +1200,10 @@ impl Frame {
                     PixelRay::Pinhole(u, v) => {
                         let bx = ((u - buffer.u0) * buffer.scale).floor();
                         let by = ((v - buffer.v0) * buffer.scale).floor();
-                        let k = if bx >= 0.0 && by >= 0.0 && (bx as usize) < buffer.width && (by as usize) < buffer.height
+                        let k = if bx >= 0.0
+                            && by >= 0.0
+                            && (bx as usize) < buffer.width
+                            && (by as usize) < buffer.height
                         {
                             by as usize * buffer.width + bx as usize
                         } else {
@@ -1202,5 +1233,406 @@ impl Frame {
             });
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::camera::{project_point, project_point_in_camera};
+    use crate::frame::Platform;
+    use crate::sim::SimConfig;
+    use crate::sim::object::{ObjectShape, Part};
+    use crate::sim::scene::{Motion, SceneObject};
+    use crate::sim::terrain::TerrainKind;
+    use nalgebra::{Point2, UnitQuaternion};
+
+    /// Sweep 0's reference time with the default config.
+    const TIME: i64 = 1_600_000_000_050_000;
+
+    /// No haze and no ground texture, so colours are exactly material × light.
+    fn plain() -> CameraRenderConfig {
+        CameraRenderConfig {
+            haze_distance_m: 1e12,
+            ground_texture: 0.0,
+            ..CameraRenderConfig::default()
+        }
+    }
+
+    /// A standing quadruped on flat ground whose scene is only `objects`, each a shape placed by
+    /// its pose in the sensor frame at `TIME` (object frames have their origin on the ground).
+    fn staged(objects: Vec<(ObjectShape, Isometry3<f64>)>) -> Simulator {
+        let mut config = SimConfig {
+            frames: 2,
+            ..SimConfig::default()
+        };
+        config.terrain.kind = TerrainKind::Flat;
+        config.quadruped.speed_mps = 0.0;
+        let mut sim = Simulator::new(config, Platform::Quadruped, 5).unwrap();
+        let world_from_sensor = sim.world_from_sensor_at(TIME);
+        sim.scene_mut().objects = objects
+            .into_iter()
+            .map(|(shape, sensor_from_object)| SceneObject {
+                shape,
+                motion: Motion::Static(world_from_sensor * sensor_from_object),
+                label: None,
+                track_id: 0,
+            })
+            .collect();
+        sim
+    }
+
+    /// An object frame `(x, y)` ahead in the sensor frame, on the ground.
+    fn on_ground(sim_height: f64, x: f64, y: f64) -> Isometry3<f64> {
+        Isometry3::translation(x, y, -sim_height)
+    }
+
+    /// A 640×480 OpenCV camera at the sensor origin looking along the sensor's +x.
+    fn forward_camera(distortion: Distortion) -> CameraCalibration {
+        let rotation = Matrix3::new(0.0, 0.0, 1.0, -1.0, 0.0, 0.0, 0.0, -1.0, 0.0);
+        CameraCalibration {
+            width: 640,
+            height: 480,
+            fx: 400.0,
+            fy: 400.0,
+            cx: 320.0,
+            cy: 240.0,
+            distortion,
+            axes: CameraAxes::OpenCv,
+            sensor_from_camera: Isometry3::from_parts(
+                nalgebra::Translation3::identity(),
+                UnitQuaternion::from_matrix(&rotation),
+            ),
+        }
+    }
+
+    /// The sensor's height above the flat ground at `TIME`.
+    fn sensor_height() -> f64 {
+        staged(Vec::new()).world_from_sensor_at(TIME).translation.vector.z
+    }
+
+    fn render(sim: &Simulator, calibration: &CameraCalibration) -> RgbImage {
+        let pose = sim.world_from_sensor_at(TIME);
+        render_camera_posed(sim, TIME, &pose, calibration, &plain()).unwrap()
+    }
+
+    /// `colour × light` as the renderer rounds it, with the light of a world normal computed by
+    /// hand from the default sun (azimuth 215°, elevation 50°, ambient 0.45).
+    fn lit(colour: [f32; 3], normal_in_world: Vector3<f64>) -> [u8; 3] {
+        let (az, el) = (215f64.to_radians(), 50f64.to_radians());
+        let sun = Vector3::new(el.cos() * az.cos(), el.cos() * az.sin(), el.sin());
+        let light = 0.45 + 0.55 * normal_in_world.dot(&sun).max(0.0);
+        colour.map(|c| (c * light as f32).round() as u8)
+    }
+
+    fn close(a: [u8; 3], b: [u8; 3]) -> bool {
+        a.iter().zip(&b).all(|(x, y)| x.abs_diff(*y) <= 1)
+    }
+
+    fn is_sky(p: [u8; 3]) -> bool {
+        i32::from(p[2]) > i32::from(p[0]) + 20
+    }
+
+    fn wall(size: Vector3<f64>, surface: Surface) -> ObjectShape {
+        ObjectShape::new(vec![Part::cuboid(size, Vector3::new(0.0, 0.0, size.z / 2.0), surface)])
+    }
+
+    #[test]
+    fn a_box_appears_where_its_corners_project_in_its_colour() {
+        let h = sensor_height();
+        let sim = staged(vec![(
+            wall(Vector3::new(2.0, 3.0, 2.0), Surface::CONCRETE),
+            on_ground(h, 10.0, 0.5),
+        )]);
+        let calibration = forward_camera(Distortion::None);
+        let image = render(&sim, &calibration);
+        // The camera is between the box's bottom and top, so it sees only the front face (x = 9).
+        let corners: Vec<Point2<f64>> = [(-1.0, -h), (2.0, -h), (-1.0, 2.0 - h), (2.0, 2.0 - h)]
+            .iter()
+            .map(|&(y, z)| project_point(&calibration, &Point3::new(9.0, y, z)).unwrap())
+            .collect();
+        let (x_min, x_max) = (
+            corners.iter().map(|p| p.x).fold(f64::INFINITY, f64::min),
+            corners.iter().map(|p| p.x).fold(f64::NEG_INFINITY, f64::max),
+        );
+        let (y_min, y_max) = (
+            corners.iter().map(|p| p.y).fold(f64::INFINITY, f64::min),
+            corners.iter().map(|p| p.y).fold(f64::NEG_INFINITY, f64::max),
+        );
+        // Hand-computed: x = 320 + 400·(−1.5 … 1)/9 … i.e. y_sensor ∈ [−1, 2] → x ∈ [231.1, 364.4].
+        assert!((x_min - (320.0 - 400.0 * 2.0 / 9.0)).abs() < 1e-9 && (x_max - (320.0 + 400.0 / 9.0)).abs() < 1e-9);
+        let front_normal = sim.world_from_sensor_at(TIME).rotation * Vector3::new(-1.0, 0.0, 0.0);
+        let expected = lit(palette::WALL, front_normal);
+        let at = |x: f64, y: f64| image.get_pixel(x.floor() as u32, y.floor() as u32).0;
+        for k in 0..=20 {
+            let f = k as f64 / 20.0;
+            let (x, y) = (
+                x_min + 2.0 + f * (x_max - x_min - 4.0),
+                y_min + 2.0 + f * (y_max - y_min - 4.0),
+            );
+            assert!(
+                close(at(x, y), expected),
+                "inside at ({x:.1}, {y:.1}): {:?} vs {expected:?}",
+                at(x, y)
+            );
+            assert!(close(at(x_min + 2.0, y), expected) && close(at(x_max - 2.0, y), expected));
+            assert!(!close(at(x_min - 2.0, y), expected), "left of the box at y {y:.1}");
+            assert!(!close(at(x_max + 2.0, y), expected), "right of the box at y {y:.1}");
+            assert!(!close(at(x, y_min - 2.0), expected), "above the box at x {x:.1}");
+        }
+        // Above the box is sky, below it ground.
+        assert!(is_sky(at((x_min + x_max) / 2.0, y_min - 3.0)));
+        assert!(!is_sky(at((x_min + x_max) / 2.0, y_max + 3.0)));
+    }
+
+    #[test]
+    fn sky_above_the_horizon_and_ground_below() {
+        let sim = staged(Vec::new());
+        let image = render(&sim, &forward_camera(Distortion::None));
+        // The camera looks level, so the horizon is the row through cy = 240 (the ground ends
+        // ~1 km away, well under a pixel below it).
+        for y in (0..237).step_by(7).chain(243..480) {
+            for x in (0..640).step_by(9) {
+                let p = image.get_pixel(x, y).0;
+                assert_eq!(is_sky(p), y < 240, "pixel ({x}, {y}) = {p:?}");
+            }
+        }
+        // Higher up, the sky is a deeper blue.
+        let (top, low) = (image.get_pixel(320, 0).0, image.get_pixel(320, 230).0);
+        assert!(top[0] < low[0] && top[2] <= low[2], "{top:?} vs {low:?}");
+    }
+
+    #[test]
+    fn the_nearer_object_hides_the_farther_one() {
+        let h = sensor_height();
+        let near = (
+            wall(Vector3::new(1.0, 1.0, 1.0), Surface::METAL),
+            on_ground(h, 6.0, 0.0),
+        );
+        let far = (
+            wall(Vector3::new(1.0, 6.0, 3.0), Surface::CONCRETE),
+            on_ground(h, 15.0, 0.0),
+        );
+        let calibration = forward_camera(Distortion::None);
+        let image = render(&staged(vec![near.clone(), far.clone()]), &calibration);
+        let reversed = render(&staged(vec![far, near]), &calibration);
+        assert_eq!(image.as_raw(), reversed.as_raw(), "drawing order must not matter");
+        let normal = staged(Vec::new()).world_from_sensor_at(TIME).rotation * Vector3::new(-1.0, 0.0, 0.0);
+        // The near cube's front face centre (x 5.5, z −h + 0.5) and a point of the far wall beside it.
+        let pixel_of = |p: Point3<f64>| {
+            let q = project_point(&calibration, &p).unwrap();
+            image.get_pixel(q.x as u32, q.y as u32).0
+        };
+        assert!(close(
+            pixel_of(Point3::new(5.5, 0.0, -h + 0.5)),
+            lit(palette::METAL, normal)
+        ));
+        assert!(
+            close(pixel_of(Point3::new(14.5, 0.0, -h + 0.5)), lit(palette::METAL, normal)),
+            "far wall is hidden there"
+        );
+        assert!(close(
+            pixel_of(Point3::new(14.5, 2.0, -h + 0.5)),
+            lit(palette::WALL, normal)
+        ));
+    }
+
+    #[test]
+    fn a_straight_bar_renders_where_the_distorted_projection_puts_it() {
+        let h = sensor_height();
+        for distortion in [
+            Distortion::RadTan {
+                k1: -0.3,
+                k2: 0.08,
+                p1: 0.001,
+                p2: -0.001,
+                k3: 0.0,
+            },
+            Distortion::Equidistant {
+                k1: 0.02,
+                k2: -0.005,
+                k3: 0.0,
+                k4: 0.0,
+            },
+        ] {
+            // A 10 m bar across the view, 8 m ahead, 1.6 m above the camera, with sky behind.
+            let bar = ObjectShape::new(vec![Part::cuboid(
+                Vector3::new(0.1, 10.0, 0.1),
+                Vector3::new(0.0, 0.0, h + 1.6),
+                Surface::METAL,
+            )]);
+            let sim = staged(vec![(bar, on_ground(h, 8.0, 0.0))]);
+            let calibration = forward_camera(distortion);
+            let image = render(&sim, &calibration);
+            let normal = sim.world_from_sensor_at(TIME).rotation * Vector3::new(-1.0, 0.0, 0.0);
+            let expected = lit(palette::METAL, normal);
+            let pinhole = forward_camera(Distortion::None);
+            let mut max_bend: f64 = 0.0;
+            for k in -9..=9 {
+                let p = Point3::new(7.95, f64::from(k) * 0.5, 1.6);
+                let q = project_point(&calibration, &p).unwrap();
+                let (x, y) = (q.x.floor() as u32, q.y.floor() as u32);
+                assert!(close(image.get_pixel(x, y).0, expected), "{distortion:?}: bar at {q:?}");
+                assert!(
+                    is_sky(image.get_pixel(x, y - 5).0) && is_sky(image.get_pixel(x, y + 5).0),
+                    "{distortion:?}: bar too thick at {q:?}"
+                );
+                max_bend = max_bend.max((project_point(&pinhole, &p).unwrap().y - q.y).abs());
+            }
+            // Without the lens model the bar would be elsewhere by several pixels.
+            assert!(max_bend > 5.0, "{distortion:?}: {max_bend}");
+        }
+    }
+
+    #[test]
+    fn undistorted_rays_project_back_to_their_pixels() {
+        // The real Waymo FRONT intrinsics (shared fixture) and a fisheye.
+        let waymo = Distortion::RadTan {
+            k1: 0.040358363932006036,
+            k2: -0.33001662226602974,
+            p1: 0.0010402702690110032,
+            p2: -0.0015669020781401406,
+            k3: 0.0,
+        };
+        let fisheye = Distortion::Equidistant {
+            k1: -0.01,
+            k2: 0.003,
+            k3: 0.0,
+            k4: 0.0,
+        };
+        for (distortion, fx, width, height) in [(waymo, 2044.5, 1920u32, 1280u32), (fisheye, 400.0, 800, 600)] {
+            let c = CameraCalibration {
+                width,
+                height,
+                fx,
+                fy: fx,
+                cx: f64::from(width) / 2.0 - 10.0,
+                cy: f64::from(height) / 2.0 + 3.0,
+                distortion,
+                axes: CameraAxes::OpenCv,
+                sensor_from_camera: Isometry3::identity(),
+            };
+            let map = LensMap::new(&c);
+            let mut checked = 0;
+            for py in (0..height as usize).step_by(37).chain([height as usize - 1]) {
+                map.row(py, |px, ray| {
+                    let PixelRay::Pinhole(u, v) = ray else {
+                        panic!("{distortion:?}: pixel ({px}, {py}) has no pinhole ray");
+                    };
+                    let back = project_point_in_camera(&c, &Point3::new(u, v, 1.0)).unwrap();
+                    let err = ((back.x - px as f64 - 0.5).powi(2) + (back.y - py as f64 - 0.5).powi(2)).sqrt();
+                    assert!(err < 0.02, "{distortion:?}: pixel ({px}, {py}) maps back {err} px off");
+                    checked += 1;
+                });
+            }
+            assert!(checked > 10_000);
+        }
+    }
+
+    #[test]
+    fn rays_outside_the_lens_model_are_black_and_wide_rays_are_cast() {
+        // A fisheye seeing 100° to each side at the corners: corners are beyond 90° (black),
+        // the rim between 74° and 90° is ray cast, and the ground shows at the bottom edge.
+        let c = CameraCalibration {
+            width: 400,
+            height: 400,
+            fx: 110.0,
+            fy: 110.0,
+            cx: 200.0,
+            cy: 200.0,
+            distortion: Distortion::Equidistant {
+                k1: 0.0,
+                k2: 0.0,
+                k3: 0.0,
+                k4: 0.0,
+            },
+            ..forward_camera(Distortion::None)
+        };
+        let sim = staged(Vec::new());
+        let image = render(&sim, &c);
+        assert_eq!(image.get_pixel(0, 0).0, [0, 0, 0]);
+        // 160 px off axis = 83°: a wide (cast) ray, ground below, sky above.
+        let (down, up) = (image.get_pixel(200, 360).0, image.get_pixel(200, 40).0);
+        assert!(!is_sky(down) && down != [0, 0, 0], "{down:?}");
+        assert!(is_sky(up), "{up:?}");
+    }
+
+    #[test]
+    fn raster_agrees_with_ray_casting_on_a_generated_scene() {
+        let config = SimConfig {
+            frames: 2,
+            ..SimConfig::default()
+        };
+        let sim = Simulator::new(config, Platform::Vehicle, 11).unwrap();
+        let pose = sim.world_from_sensor_at(TIME);
+        let calibration = CameraCalibration {
+            // Waymo FRONT-like, quarter size to keep the debug test quick.
+            width: 480,
+            height: 320,
+            fx: 511.0,
+            fy: 511.0,
+            cx: 237.0,
+            cy: 158.0,
+            distortion: Distortion::RadTan {
+                k1: 0.04,
+                k2: -0.33,
+                p1: 0.001,
+                p2: -0.0015,
+                k3: 0.0,
+            },
+            axes: CameraAxes::Waymo,
+            sensor_from_camera: Isometry3::translation(1.5, 0.0, 2.1),
+        };
+        let render_config = plain();
+        let image = render_camera_posed(&sim, TIME, &pose, &calibration, &render_config).unwrap();
+        // Cast the exact shapes (not the tessellation) for a grid of pixels.
+        let camera = PinholeCamera::new(&pose, &calibration);
+        let map = LensMap::new(&calibration);
+        let frame = Frame::new(&map, &calibration);
+        let view = SceneView::new(sim.scene(), sim.seconds(TIME), &camera, &frame.buffer, &render_config);
+        let (mut same, mut total, mut objects) = (0, 0, 0);
+        for py in (0..320).step_by(4) {
+            map.row(py, |px, ray| {
+                if px % 4 != 0 {
+                    return;
+                }
+                let PixelRay::Pinhole(u, v) = ray else { return };
+                let cast = view.cast(&(camera.world_from_k * Vector3::new(u, v, 1.0)));
+                let cast = cast.map(|c| c.round().clamp(0.0, 255.0) as u8);
+                let got = image.get_pixel(px as u32, py as u32).0;
+                total += 1;
+                if got.iter().zip(&cast).all(|(a, b)| a.abs_diff(*b) <= 12) {
+                    same += 1;
+                }
+                if !is_sky(cast) && !is_sky(got) {
+                    objects += 1;
+                }
+            });
+        }
+        // Facets, shading normals and edges differ a little; the picture must not.
+        assert!(same as f64 > 0.95 * total as f64, "{same} of {total} agree");
+        assert!(
+            objects > total / 4,
+            "the view should not be all sky: {objects} of {total}"
+        );
+    }
+
+    #[test]
+    fn bad_calibrations_and_configs_are_errors() {
+        let sim = staged(Vec::new());
+        let pose = sim.world_from_sensor_at(TIME);
+        let mut c = forward_camera(Distortion::None);
+        c.width = 0;
+        let e = render_camera_posed(&sim, TIME, &pose, &c, &plain()).unwrap_err();
+        assert!(e.to_string().contains("camera.width"), "{e}");
+        let mut c = forward_camera(Distortion::None);
+        c.fx = f64::NAN;
+        assert!(render_camera_posed(&sim, TIME, &pose, &c, &plain()).is_err());
+        let bad = CameraRenderConfig {
+            ambient: 1.5,
+            ..plain()
+        };
+        let e = render_camera_posed(&sim, TIME, &pose, &forward_camera(Distortion::None), &bad).unwrap_err();
+        assert!(e.to_string().contains("ambient"), "{e}");
     }
 }
