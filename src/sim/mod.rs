@@ -7,6 +7,7 @@
 //! `write_m3ed` hands sweeps to the M3ED writer in `sources::m3ed`, and `write_waymo` to the
 //! TFRecord writer and protos in `sources::waymo`.
 
+mod camera_render;
 mod config;
 mod lidar;
 mod object;
@@ -19,6 +20,9 @@ pub mod terrain;
 mod write_m3ed;
 mod write_waymo;
 
+pub use camera_render::{
+    CameraRenderConfig, MAP_STEP_PX, render_camera, render_camera_at, render_camera_posed, undistort_ray,
+};
 pub use config::{
     DroneConfig, ImuConfig, LidarConfig, QuadrupedConfig, SceneConfig, SimConfig, TerrainConfig, VehicleConfig,
 };
