@@ -93,6 +93,10 @@ enum Command {
         /// A `SimConfig` TOML file; defaults apply to everything it leaves out (`frames` is set by `--frames`).
         #[arg(long)]
         config: Option<PathBuf>,
+        /// Vehicle only: the cameras whose images are rendered, comma-separated Waymo names
+        /// (`FRONT,FRONT_LEFT,FRONT_RIGHT,SIDE_LEFT,SIDE_RIGHT`, the default); all five are calibrated.
+        #[arg(long, value_delimiter = ',')]
+        cameras: Option<Vec<String>>,
     },
 }
 
@@ -164,6 +168,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             seed,
             out,
             config,
+            cameras,
         } => {
             let config = match config {
                 Some(path) => {
@@ -174,8 +179,21 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             };
             let started = std::time::Instant::now();
             if platform == boxlayer::Platform::Vehicle {
-                let summary = boxlayer::sim::simulate_waymo(config, frames, seed, &out).context("simulate")?;
+                let mut options = boxlayer::sim::WaymoWriteOptions::default();
+                if let Some(names) = cameras {
+                    options.cameras = names
+                        .iter()
+                        .map(|n| {
+                            boxlayer::sources::waymo::CameraName::from_name(n.trim())
+                                .with_context(|| format!("--cameras: unknown Waymo camera `{n}`"))
+                        })
+                        .collect::<anyhow::Result<_>>()?;
+                }
+                let summary =
+                    boxlayer::sim::simulate_waymo_with(config, &options, frames, seed, &out).context("simulate")?;
                 print!("{}", summary.display(started.elapsed()));
+            } else if cameras.is_some() {
+                anyhow::bail!("--cameras applies to --platform vehicle (Waymo cameras)");
             } else {
                 let summary = boxlayer::sim::simulate_m3ed(config, platform, frames, seed, &out).context("simulate")?;
                 print!("{}", summary.display(started.elapsed()));

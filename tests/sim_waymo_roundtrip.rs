@@ -17,8 +17,8 @@ use boxlayer::eval::input::load_jsonl;
 use boxlayer::frame::Platform;
 use boxlayer::geometry::{Box3, points_in_box_mask};
 use boxlayer::sim::{
-    LidarSweep, SimConfig, Simulator, WaymoWriteOptions, camera_calibrations, default_segment_name, segment_file_name,
-    simulate_waymo, two_tone_image, upright_box, write_waymo_segment_with,
+    DEFAULT_CAMERA_IMAGES, LidarSweep, SimConfig, Simulator, WaymoWriteOptions, camera_calibrations,
+    default_segment_name, render_camera, segment_file_name, simulate_waymo_with, upright_box, write_waymo_segment_with,
 };
 use boxlayer::sources::Source;
 use boxlayer::sources::waymo::convert::{camera_calibration, label_type};
@@ -54,13 +54,21 @@ fn vehicle_segment_reads_back_to_the_simulation() {
     let dir = tempfile::tempdir().unwrap();
     let name = default_segment_name(21);
     let options = WaymoWriteOptions {
-        cameras: vec![CameraName::SideLeft, CameraName::Front],
+        cameras: vec![CameraName::SideLeft],
         ..WaymoWriteOptions::default()
     };
-    let summary =
-        write_waymo_segment_with(&sim, SWEEPS, dir.path(), &name, &options, &two_tone_image, "two-tone").unwrap();
+    let summary = write_waymo_segment_with(
+        &sim,
+        SWEEPS,
+        dir.path(),
+        &name,
+        &options,
+        &render_camera,
+        DEFAULT_CAMERA_IMAGES,
+    )
+    .unwrap();
     assert_eq!(summary.segment_path, dir.path().join(segment_file_name(&name)));
-    assert_eq!(summary.cameras, [CameraName::Front, CameraName::SideLeft]);
+    assert_eq!(summary.cameras, [CameraName::SideLeft]);
     let leftovers: Vec<_> = std::fs::read_dir(dir.path())
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
@@ -194,15 +202,17 @@ fn vehicle_segment_reads_back_to_the_simulation() {
         let projected: usize = p.projected_lidar_labels.iter().map(|c| c.labels.len()).sum();
         assert!(projected > 0, "frame {index}: no label projects into any camera");
 
-        // Cameras: the chosen two, with the written calibration and an image of that size.
+        // Cameras: the chosen one, with the written calibration and a rendered image of that size.
         let names: Vec<&str> = frame.cameras.iter().map(|c| c.name.as_str()).collect();
-        assert_eq!(names, ["FRONT", "SIDE_LEFT"]);
+        assert_eq!(names, ["SIDE_LEFT"]);
         for view in &frame.cameras {
             let k = CameraName::from_name(&view.name).unwrap() as usize - 1;
             assert_eq!(view.calibration, camera_calibration(&calibrations[k]).unwrap());
             assert_eq!(view.timestamp_micros, sweep.reference_time_micros);
             let decoded = view.image().unwrap();
             assert_eq!(decoded.dimensions(), (view.calibration.width, view.calibration.height));
+            let colours: BTreeSet<[u8; 3]> = decoded.pixels().step_by(97).map(|p| p.0).collect();
+            assert!(colours.len() > 100, "a flat image: {} colours", colours.len());
         }
 
         // Ground truth lines: the simulator's 9-dof boxes; hit returns of static objects lie in
@@ -279,8 +289,13 @@ fn same_seed_gives_identical_bytes_and_an_independent_check_accepts_the_segment(
         tempfile::tempdir().unwrap(),
     );
     let config = SimConfig::default();
-    simulate_waymo(config.clone(), SWEEPS, 5, a.path()).unwrap();
-    simulate_waymo(config.clone(), SWEEPS, 5, b.path()).unwrap();
+    // One camera keeps the debug-build run short; all five are calibrated either way.
+    let options = WaymoWriteOptions {
+        cameras: vec![CameraName::SideRight],
+        ..WaymoWriteOptions::default()
+    };
+    simulate_waymo_with(config.clone(), &options, SWEEPS, 5, a.path()).unwrap();
+    simulate_waymo_with(config, &options, SWEEPS, 5, b.path()).unwrap();
     let (fa, fb) = (files(a.path()), files(b.path()));
     let segment = segment_file_name("sim_seed5");
     assert_eq!(
@@ -299,7 +314,7 @@ fn same_seed_gives_identical_bytes_and_an_independent_check_accepts_the_segment(
     let output = Command::new("python3")
         .arg(&script)
         .arg(a.path().join(&segment))
-        .args(["--frames", "2", "--cameras", "5", "--top"])
+        .args(["--frames", "2", "--cameras", "1", "--top"])
         .output()
         .unwrap_or_else(|e| panic!("cannot run python3 ({e}); install Python 3 with `make setup`"));
     let stdout = String::from_utf8_lossy(&output.stdout);
@@ -313,7 +328,8 @@ fn same_seed_gives_identical_bytes_and_an_independent_check_accepts_the_segment(
         "TOP/1 [64, 2650, 4]",
         "pose [64, 2650, 6]",
         "TOP/2 [64, 2650, 4] 0 returns",
-        "5 JPEG images",
+        "5 camera calibrations",
+        "1 JPEG images",
         "laser TOP 64 inclinations",
         "camera SIDE_LEFT 1920x886 rs 5",
         "ok 2 records",
@@ -347,20 +363,29 @@ fn field<'a>(text: &'a str, prefix: &str) -> &'a str {
 #[test]
 fn simulate_cli_writes_a_vehicle_segment_that_inspect_summarises() {
     let dir = tempfile::tempdir().unwrap();
-    let simulate = Command::new(env!("CARGO_BIN_EXE_boxlayer"))
-        .args([
-            "simulate",
-            "--platform",
-            "vehicle",
-            "--frames",
-            "1",
-            "--seed",
-            "3",
-            "--out",
-        ])
-        .arg(dir.path())
-        .output()
-        .unwrap();
+    let simulate = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_boxlayer"))
+            .args([
+                "simulate",
+                "--platform",
+                "vehicle",
+                "--frames",
+                "1",
+                "--seed",
+                "3",
+                "--out",
+            ])
+            .arg(dir.path())
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let refused = simulate(&["--cameras", "FRONT,REAR"]);
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("unknown Waymo camera `REAR`"), "{stderr}");
+    // One rendered camera keeps the debug-build run short.
+    let simulate = simulate(&["--cameras", "SIDE_RIGHT"]);
     let stdout = String::from_utf8_lossy(&simulate.stdout).into_owned();
     assert!(
         simulate.status.success(),
@@ -369,6 +394,10 @@ fn simulate_cli_writes_a_vehicle_segment_that_inspect_summarises() {
     );
     assert_eq!(field(&stdout, "segment"), "sim_seed3");
     assert_eq!(field(&stdout, "frames"), "1");
+    assert!(
+        field(&stdout, "cameras").starts_with("1 JPEG q90 per frame: SIDE_RIGHT"),
+        "{stdout}"
+    );
     // With one frame the mean is the count: "mean 119659.0, min 119659, max 119659 (…)".
     let count = |line: &str| -> usize {
         line.split("min ")
@@ -402,6 +431,7 @@ fn simulate_cli_writes_a_vehicle_segment_that_inspect_summarises() {
         "1 frames, 0 damaged records skipped".to_string(),
         format!("TOP        beams 64 (listed), returns: 12, {points} points"),
         "FRONT        1920x1280".to_string(),
+        "image none".to_string(),
         "SIDE_RIGHT   1920x886".to_string(),
         format!("labels ({labels} in all frames)"),
     ] {

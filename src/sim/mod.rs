@@ -44,6 +44,6 @@ pub use write_m3ed::{
 pub use write_waymo::{
     CAMERA_SHUTTER_S, CameraRenderer, DEFAULT_CAMERA_IMAGES, DEFAULT_JPEG_QUALITY, WaymoWriteError, WaymoWriteOptions,
     WaymoWriteSummary, camera_calibrations, default_segment_name, laser_calibration, laser_label, projected_labels,
-    segment_file_name, simulate_waymo, top_range_images, two_tone_image, upright_box, write_waymo_segment,
+    segment_file_name, simulate_waymo, simulate_waymo_with, top_range_images, upright_box, write_waymo_segment,
     write_waymo_segment_with,
 };

@@ -36,11 +36,12 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+use super::camera_render::render_camera;
 use super::lidar::{TOP_COLUMNS, TOP_ROWS, TopCalibration};
 use super::simulator::{LidarCalibration, LidarSweep, ObjectTruth, SimError, SimSweep, Simulator, TopRangeImage};
 use crate::camera::project_box;
 use crate::eval::input::to_json_line;
-use crate::frame::{CameraAxes, CameraCalibration, Platform};
+use crate::frame::{CameraCalibration, Platform};
 use crate::geometry::pose::rotation_from_euler;
 use crate::geometry::{Box3, wrap_angle};
 use crate::sources::waymo::convert::{camera_calibration, label_type, transform_from_isometry};
@@ -53,7 +54,7 @@ pub const DEFAULT_JPEG_QUALITY: u8 = 90;
 /// Nominal exposure written as `CameraImage.shutter` (s); real frames show 2.5–3.9 ms.
 pub const CAMERA_SHUTTER_S: f64 = 0.003;
 /// What renders the camera images of [`write_waymo_segment`], for summaries.
-pub const DEFAULT_CAMERA_IMAGES: &str = "two-tone sky/ground stand-in from each camera's attitude";
+pub const DEFAULT_CAMERA_IMAGES: &str = "rendered by sim::render_camera";
 
 /// Errors writing a simulated sequence as a Waymo v1 segment.
 #[derive(Debug, Error)]
@@ -478,31 +479,6 @@ pub fn projected_labels(
     }
 }
 
-/// A stand-in camera image: sky above the horizon, ground below it, each pixel by the sign of
-/// its (undistorted) ray's world z; no scene content. Used until a scene renderer is wired in.
-pub fn two_tone_image(
-    _sim: &Simulator,
-    sweep: &SimSweep,
-    calibration: &CameraCalibration,
-) -> Result<RgbImage, SimError> {
-    const SKY: image::Rgb<u8> = image::Rgb([150, 190, 235]);
-    const GROUND: image::Rgb<u8> = image::Rgb([105, 100, 92]);
-    let world_from_camera = (sweep.world_from_sensor * calibration.sensor_from_camera).rotation;
-    let up = world_from_camera.inverse() * Vector3::z();
-    // World z of the ray through normalized image point (u, v), linear in u and v.
-    let (z0, zu, zv) = match calibration.axes {
-        // Ray (1, −u, −v): x forward, y left, z up.
-        CameraAxes::Waymo => (up.x, -up.y, -up.z),
-        // Ray (u, v, 1): x right, y down, z forward.
-        CameraAxes::OpenCv => (up.z, up.x, up.y),
-    };
-    Ok(RgbImage::from_fn(calibration.width, calibration.height, |x, y| {
-        let u = (f64::from(x) + 0.5 - calibration.cx) / calibration.fx;
-        let v = (f64::from(y) + 0.5 - calibration.cy) / calibration.fy;
-        if z0 + zu * u + zv * v > 0.0 { SKY } else { GROUND }
-    }))
-}
-
 /// The vehicle's global-frame velocity at `time_micros`, from its poses 50 ms either side.
 fn vehicle_velocity(sim: &Simulator, time_micros: i64) -> proto::Velocity {
     let before = sim.world_from_sensor_at(time_micros - 50_000);
@@ -547,7 +523,7 @@ fn world_velocities(sweep: &SimSweep) -> BTreeMap<u32, Vector3<f64>> {
 
 /// Writes sweeps `0..frames` of a car simulator into `out_dir` as
 /// `segment-<name>_with_camera_labels.tfrecord` and `<name>_boxes_gt.jsonl`, with every camera
-/// rendered by [`two_tone_image`]. Same simulator, frames and name give identical bytes.
+/// rendered by [`render_camera`]. Same simulator, frames and name give identical bytes.
 pub fn write_waymo_segment(
     sim: &Simulator,
     frames: usize,
@@ -560,7 +536,7 @@ pub fn write_waymo_segment(
         out_dir,
         name,
         &WaymoWriteOptions::default(),
-        &two_tone_image,
+        &render_camera,
         DEFAULT_CAMERA_IMAGES,
     )
 }
@@ -838,14 +814,33 @@ pub fn write_waymo_segment_with(
 /// [`write_waymo_segment`] as segment `sim_seed<seed>` into `out_dir` (what `boxlayer simulate
 /// --platform vehicle` runs).
 pub fn simulate_waymo(
+    config: super::SimConfig,
+    frames: usize,
+    seed: u64,
+    out_dir: &Path,
+) -> Result<WaymoWriteSummary, WaymoWriteError> {
+    simulate_waymo_with(config, &WaymoWriteOptions::default(), frames, seed, out_dir)
+}
+
+/// [`simulate_waymo`] with the cameras and JPEG quality of `options`.
+pub fn simulate_waymo_with(
     mut config: super::SimConfig,
+    options: &WaymoWriteOptions,
     frames: usize,
     seed: u64,
     out_dir: &Path,
 ) -> Result<WaymoWriteSummary, WaymoWriteError> {
     config.frames = frames;
     let sim = Simulator::new(config, Platform::Vehicle, seed)?;
-    write_waymo_segment(&sim, frames, out_dir, &default_segment_name(seed))
+    write_waymo_segment_with(
+        &sim,
+        frames,
+        out_dir,
+        &default_segment_name(seed),
+        options,
+        &render_camera,
+        DEFAULT_CAMERA_IMAGES,
+    )
 }
 
 #[cfg(test)]
