@@ -112,6 +112,7 @@ fn vehicle_segment_reads_back_to_the_simulation() {
             worst = worst.max(d);
         }
         assert!(worst <= 1e-3, "frame {index}: a point is {worst} m off");
+        eprintln!("frame {index}: {} points, worst {worst:.1e} m off", expected.len());
         let valid: Vec<usize> = (0..image.range_m.len()).filter(|&k| image.range_m[k] > 0.0).collect();
         let pick = |v: &[f32]| valid.iter().map(|&k| v[k]).collect::<Vec<f32>>();
         assert_eq!(f32_channel(&frame.cloud, "range"), pick(&image.range_m));
