@@ -76,6 +76,9 @@ pub enum WaymoWriteError {
         /// What is wrong with it.
         reason: String,
     },
+    /// The TFRecord writer refused the file.
+    #[error(transparent)]
+    Source(#[from] crate::sources::SourceError),
     /// A frame could not be built.
     #[error("{path}: frame {frame}: {detail}")]
     Frame {
@@ -594,7 +597,10 @@ pub fn write_waymo_segment_with(
         .zip(CAMERA_TEMPLATES.iter())
         .map(|(p, t)| camera_calibration(p).map(|c| (t.name, c)))
         .collect::<Result<_, _>>()
-        .map_err(|detail| frame_error(0, detail))?;
+        .map_err(|detail| WaymoWriteError::BadOption {
+            field: "cameras",
+            reason: format!("calibration does not parse back: {detail}"),
+        })?;
     let rendered: Vec<&(CameraName, CameraCalibration)> =
         calibrations.iter().filter(|(n, _)| cameras.contains(n)).collect();
 
@@ -785,7 +791,7 @@ pub fn write_waymo_segment_with(
     }
     .encode_to_vec();
     let bodies = File::open(&bodies_path.0).map_err(io(&bodies_path.0))?;
-    let mut writer = TfRecordWriter::create(&partial.0).map_err(|e| frame_error(0, e.to_string()))?;
+    let mut writer = TfRecordWriter::create(&partial.0)?;
     let mut offset = 0u64;
     let mut record = Vec::new();
     for len in body_lengths {
