@@ -632,61 +632,64 @@ pub fn write_waymo_segment_with(
             Some(s) => s,
             None => sim.sweep(index)?,
         };
-        next = if index + 1 < frames {
-            Some(sim.sweep(index + 1)?)
-        } else {
-            None
-        };
         let LidarSweep::Top(image) = &sweep.lidar else {
             return Err(WaymoWriteError::NotVehicle(platform));
         };
 
-        let (ri, images) = rayon::join(
+        // The next sweep is cast while this one's images are rendered and compressed.
+        let (cast, (ri, images)) = rayon::join(
+            || (index + 1 < frames).then(|| sim.sweep(index + 1)).transpose(),
             || {
-                top_range_images(image).map(|[first, second, pose]| {
-                    let ((first, second), pose) = rayon::join(
-                        || rayon::join(|| first.compress(), || second.compress()),
-                        || pose.compress(),
-                    );
-                    (first, second, pose)
-                })
-            },
-            || {
-                rendered
-                    .par_iter()
-                    .map(|(camera, calibration)| {
-                        let pixels = render(sim, &sweep, calibration)?;
-                        if pixels.dimensions() != (calibration.width, calibration.height) {
-                            return Err(frame_error(
-                                index,
-                                format!(
-                                    "camera {}: rendered {}x{}, calibrated {}x{}",
-                                    camera.as_str(),
-                                    pixels.width(),
-                                    pixels.height(),
-                                    calibration.width,
-                                    calibration.height
-                                ),
-                            ));
-                        }
-                        let jpeg = encode_jpeg(&pixels, options.jpeg_quality)
-                            .map_err(|e| frame_error(index, format!("camera {}: JPEG: {e}", camera.as_str())))?;
-                        let pose_timestamp = sweep.reference_time_micros as f64 * 1e-6;
-                        let trigger = pose_timestamp - 0.5 * CAMERA_SHUTTER_S;
-                        Ok(proto::CameraImage {
-                            name: Some(*camera as i32),
-                            image: Some(jpeg),
-                            pose: Some(transform_from_isometry(&sweep.world_from_sensor)),
-                            velocity: Some(vehicle_velocity(sim, sweep.reference_time_micros)),
-                            pose_timestamp: Some(pose_timestamp),
-                            shutter: Some(CAMERA_SHUTTER_S),
-                            camera_trigger_time: Some(trigger),
-                            camera_readout_done_time: Some(trigger + CAMERA_SHUTTER_S),
+                rayon::join(
+                    || {
+                        top_range_images(image).map(|[first, second, pose]| {
+                            let ((first, second), pose) = rayon::join(
+                                || rayon::join(|| first.compress(), || second.compress()),
+                                || pose.compress(),
+                            );
+                            (first, second, pose)
                         })
-                    })
-                    .collect::<Vec<Result<proto::CameraImage, WaymoWriteError>>>()
+                    },
+                    || {
+                        rendered
+                            .par_iter()
+                            .map(|(camera, calibration)| {
+                                let pixels = render(sim, &sweep, calibration)?;
+                                if pixels.dimensions() != (calibration.width, calibration.height) {
+                                    return Err(frame_error(
+                                        index,
+                                        format!(
+                                            "camera {}: rendered {}x{}, calibrated {}x{}",
+                                            camera.as_str(),
+                                            pixels.width(),
+                                            pixels.height(),
+                                            calibration.width,
+                                            calibration.height
+                                        ),
+                                    ));
+                                }
+                                let jpeg = encode_jpeg(&pixels, options.jpeg_quality).map_err(|e| {
+                                    frame_error(index, format!("camera {}: JPEG: {e}", camera.as_str()))
+                                })?;
+                                let pose_timestamp = sweep.reference_time_micros as f64 * 1e-6;
+                                let trigger = pose_timestamp - 0.5 * CAMERA_SHUTTER_S;
+                                Ok(proto::CameraImage {
+                                    name: Some(*camera as i32),
+                                    image: Some(jpeg),
+                                    pose: Some(transform_from_isometry(&sweep.world_from_sensor)),
+                                    velocity: Some(vehicle_velocity(sim, sweep.reference_time_micros)),
+                                    pose_timestamp: Some(pose_timestamp),
+                                    shutter: Some(CAMERA_SHUTTER_S),
+                                    camera_trigger_time: Some(trigger),
+                                    camera_readout_done_time: Some(trigger + CAMERA_SHUTTER_S),
+                                })
+                            })
+                            .collect::<Vec<Result<proto::CameraImage, WaymoWriteError>>>()
+                    },
+                )
             },
         );
+        next = cast?;
         let (first, second, pose) = ri.map_err(|detail| frame_error(index, detail))?;
         let images = images.into_iter().collect::<Result<Vec<_>, _>>()?;
 
