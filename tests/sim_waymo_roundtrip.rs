@@ -439,3 +439,62 @@ fn simulate_cli_writes_a_vehicle_segment_that_inspect_summarises() {
         assert!(text.contains(&needle), "missing `{needle}` in:\n{text}");
     }
 }
+
+/// The simulated cameras are the real car's: same names and sizes, focal lengths within 1 %,
+/// principal points within 10 px, optical axes within 1° in yaw and pitch, positions within 3 cm
+/// (x, y) of `frame_with_cameras.tfrecord`; heights 7 cm below the TOP LiDAR on both.
+#[test]
+fn camera_calibrations_are_modelled_on_the_real_car() {
+    let real_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/waymo/frame_with_cameras.tfrecord");
+    let real = WaymoV1Source::open(&real_path, WaymoConfig::default()).unwrap();
+    let real = real.frame_proto(0).unwrap().context.unwrap();
+    let real_top_z = real
+        .laser_calibrations
+        .iter()
+        .find(|c| c.name == Some(1))
+        .and_then(|c| c.extrinsic.as_ref())
+        .unwrap()
+        .transform[11];
+    let sim = Simulator::new(
+        SimConfig {
+            frames: 1,
+            ..SimConfig::default()
+        },
+        Platform::Vehicle,
+        4,
+    )
+    .unwrap();
+    let top_z = sim.sensor_from_lidar().translation.vector.z;
+    // Yaw and downward pitch of the optical axis (camera +x) in the vehicle frame.
+    let axis = |c: &boxlayer::CameraCalibration| {
+        let a = c.sensor_from_camera.rotation * nalgebra::Vector3::x();
+        (a.y.atan2(a.x).to_degrees(), (-a.z).asin().to_degrees())
+    };
+    for simulated in camera_calibrations(&sim) {
+        let r = real
+            .camera_calibrations
+            .iter()
+            .find(|r| r.name == simulated.name)
+            .unwrap();
+        let (s, r) = (camera_calibration(&simulated).unwrap(), camera_calibration(r).unwrap());
+        assert_eq!((s.width, s.height), (r.width, r.height));
+        assert!((s.fx / r.fx - 1.0).abs() < 0.01, "{} vs {}", s.fx, r.fx);
+        assert!((s.cx - r.cx).abs() < 10.0 && (s.cy - r.cy).abs() < 10.0);
+        let ((sy, sp), (ry, rp)) = (axis(&s), axis(&r));
+        assert!(
+            (sy - ry).abs() < 1.0 && (sp - rp).abs() < 1.0,
+            "yaw {sy} vs {ry}, pitch {sp} vs {rp}"
+        );
+        let (st, rt) = (
+            s.sensor_from_camera.translation.vector,
+            r.sensor_from_camera.translation.vector,
+        );
+        assert!((st.x - rt.x).abs() < 0.03 && (st.y - rt.y).abs() < 0.03, "{st} vs {rt}");
+        assert!(((top_z - st.z) - (real_top_z - rt.z)).abs() < 0.01);
+        assert_eq!(
+            simulated.rolling_shutter_direction,
+            Some(5),
+            "rendered images are global shutter"
+        );
+    }
+}

@@ -242,11 +242,14 @@ struct CameraTemplate {
     x: f64,
     y: f64,
     below_top_m: f64,
+    /// Mounting angles (degrees, Waymo's `Rz(yaw)·Ry(pitch)·Rx(roll)`; pitch > 0 looks down).
     yaw_deg: f64,
+    pitch_deg: f64,
+    roll_deg: f64,
 }
 
 /// The five cameras of the real segment `1024360143612057520_3580_000_3600_000`: sizes,
-/// intrinsics and positions rounded from its calibration, yaws from its extrinsics.
+/// intrinsics, positions and mounting angles rounded from its calibration.
 const CAMERA_TEMPLATES: [CameraTemplate; 5] = [
     CameraTemplate {
         name: CameraName::Front,
@@ -258,7 +261,9 @@ const CAMERA_TEMPLATES: [CameraTemplate; 5] = [
         x: 1.539,
         y: -0.024,
         below_top_m: 0.069,
-        yaw_deg: 0.15,
+        yaw_deg: 0.16,
+        pitch_deg: 0.11,
+        roll_deg: -0.50,
     },
     CameraTemplate {
         name: CameraName::FrontLeft,
@@ -270,7 +275,9 @@ const CAMERA_TEMPLATES: [CameraTemplate; 5] = [
         x: 1.493,
         y: 0.091,
         below_top_m: 0.069,
-        yaw_deg: 44.23,
+        yaw_deg: 44.24,
+        pitch_deg: 1.11,
+        roll_deg: -0.17,
     },
     CameraTemplate {
         name: CameraName::FrontRight,
@@ -283,6 +290,8 @@ const CAMERA_TEMPLATES: [CameraTemplate; 5] = [
         y: -0.094,
         below_top_m: 0.068,
         yaw_deg: -44.6,
+        pitch_deg: 0.45,
+        roll_deg: -0.54,
     },
     CameraTemplate {
         name: CameraName::SideLeft,
@@ -295,6 +304,8 @@ const CAMERA_TEMPLATES: [CameraTemplate; 5] = [
         y: 0.111,
         below_top_m: 0.069,
         yaw_deg: 89.24,
+        pitch_deg: 1.43,
+        roll_deg: -0.01,
     },
     CameraTemplate {
         name: CameraName::SideRight,
@@ -307,6 +318,8 @@ const CAMERA_TEMPLATES: [CameraTemplate; 5] = [
         y: -0.112,
         below_top_m: 0.068,
         yaw_deg: -90.09,
+        pitch_deg: 0.04,
+        roll_deg: 0.01,
     },
 ];
 
@@ -314,7 +327,8 @@ const CAMERA_TEMPLATES: [CameraTemplate; 5] = [
 const STREAM_CAMERA_CALIBRATION: u64 = 0x5741_594d_4f43_414d;
 
 /// The five `CameraCalibration`s of a simulated car: the real templates with small per-seed
-/// offsets (yaw and pitch ±0.3°, roll ±0.2°, focal length ±0.5 %, principal point ±5 px), the
+/// offsets (yaw ±0.3°, pitch ±0.5°, roll ±0.3°, focal length ±0.5 %, principal point ±5 px; the
+/// two real cars in the fixtures differ by up to 1° in yaw, 1.7° in pitch, 0.5° in roll), the
 /// cameras 7 cm below the TOP LiDAR as on the real car; rolling shutter GLOBAL_SHUTTER (5),
 /// because each image is rendered at one instant.
 pub fn camera_calibrations(sim: &Simulator) -> Vec<proto::CameraCalibration> {
@@ -328,8 +342,8 @@ pub fn camera_calibrations(sim: &Simulator) -> Vec<proto::CameraCalibration> {
         .map(|t| {
             let mut offset = |max: f64| max * rng.random_range(-1.0..1.0);
             let yaw = (t.yaw_deg + offset(0.3)).to_radians();
-            let pitch = offset(0.3).to_radians();
-            let roll = offset(0.2).to_radians();
+            let pitch = (t.pitch_deg + offset(0.5)).to_radians();
+            let roll = (t.roll_deg + offset(0.3)).to_radians();
             let focal = t.focal_px * (1.0 + offset(0.005));
             let (cu, cv) = (t.principal_px.0 + offset(5.0), t.principal_px.1 + offset(5.0));
             let [k1, k2, p1, p2] = t.distortion;
@@ -970,11 +984,12 @@ mod tests {
             let c = camera_calibration(p).unwrap();
             assert_eq!((c.width, c.height), (t.width, t.height));
             assert!((c.fx / t.focal_px - 1.0).abs() <= 0.005 && c.fx == c.fy);
-            // The optical axis (camera +x) points along the template yaw, level within 0.5°.
+            // The optical axis (camera +x) points along the template yaw and pitch.
             let axis = c.sensor_from_camera.rotation * Vector3::x();
             let yaw = axis.y.atan2(axis.x).to_degrees();
+            let pitch = (-axis.z).asin().to_degrees();
             assert!((yaw - t.yaw_deg).abs() <= 0.31, "{:?}: yaw {yaw}", t.name);
-            assert!(axis.z.abs() < 0.5f64.to_radians().sin());
+            assert!((pitch - t.pitch_deg).abs() <= 0.51, "{:?}: pitch {pitch}", t.name);
         }
     }
 }
