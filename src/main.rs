@@ -73,10 +73,12 @@ enum Command {
         #[arg(long)]
         json: Option<PathBuf>,
     },
-    /// Simulate a drone or quadruped sequence and write it as M3ED files (`<seq>_data.h5`,
-    /// `<seq>_pose_gt.h5`) plus its ground truth as JSON lines (`<seq>_boxes_gt.jsonl`).
+    /// Simulate a sequence and write it in its platform's real format: a car as a Waymo v1
+    /// segment (`segment-sim_seed<S>_with_camera_labels.tfrecord`), a drone or quadruped as M3ED
+    /// files (`<seq>_data.h5`, `<seq>_pose_gt.h5`); ground truth as JSON lines (`<seq>_boxes_gt.jsonl`).
     Simulate {
-        /// `drone` (written as `falcon_sim_seed<S>`) or `quadruped` (`spot_sim_seed<S>`).
+        /// `vehicle` (Waymo segment `sim_seed<S>`), `drone` (M3ED `falcon_sim_seed<S>`) or
+        /// `quadruped` (`spot_sim_seed<S>`).
         #[arg(long)]
         platform: boxlayer::Platform,
         /// Number of 100 ms sweeps.
@@ -91,6 +93,10 @@ enum Command {
         /// A `SimConfig` TOML file; defaults apply to everything it leaves out (`frames` is set by `--frames`).
         #[arg(long)]
         config: Option<PathBuf>,
+        /// Vehicle only: the cameras whose images are rendered, comma-separated Waymo names
+        /// (`FRONT,FRONT_LEFT,FRONT_RIGHT,SIDE_LEFT,SIDE_RIGHT`, the default); all five are calibrated.
+        #[arg(long, value_delimiter = ',')]
+        cameras: Option<Vec<String>>,
     },
 }
 
@@ -162,6 +168,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             seed,
             out,
             config,
+            cameras,
         } => {
             let config = match config {
                 Some(path) => {
@@ -171,8 +178,26 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 None => boxlayer::sim::SimConfig::default(),
             };
             let started = std::time::Instant::now();
-            let summary = boxlayer::sim::simulate_m3ed(config, platform, frames, seed, &out).context("simulate")?;
-            print!("{}", summary.display(started.elapsed()));
+            if platform == boxlayer::Platform::Vehicle {
+                let mut options = boxlayer::sim::WaymoWriteOptions::default();
+                if let Some(names) = cameras {
+                    options.cameras = names
+                        .iter()
+                        .map(|n| {
+                            boxlayer::sources::waymo::CameraName::from_name(n.trim())
+                                .with_context(|| format!("--cameras: unknown Waymo camera `{n}`"))
+                        })
+                        .collect::<anyhow::Result<_>>()?;
+                }
+                let summary =
+                    boxlayer::sim::simulate_waymo_with(config, &options, frames, seed, &out).context("simulate")?;
+                print!("{}", summary.display(started.elapsed()));
+            } else if cameras.is_some() {
+                anyhow::bail!("--cameras applies to --platform vehicle (Waymo cameras)");
+            } else {
+                let summary = boxlayer::sim::simulate_m3ed(config, platform, frames, seed, &out).context("simulate")?;
+                print!("{}", summary.display(started.elapsed()));
+            }
         }
     }
     Ok(())

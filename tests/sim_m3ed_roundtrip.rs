@@ -5,7 +5,7 @@
 //! read-back returns carrying each object's track id (and, cast without rolling shutter or range
 //! noise, lie in its box). Two runs of one seed give identical bytes, `tools/check_m3ed_h5.py`
 //! (h5py) finds the documented M3ED tree in the files, and `boxlayer simulate` writes a readable
-//! sequence and refuses the car, whose Waymo writer is not connected yet.
+//! sequence (the car's Waymo segment is tested in `tests/sim_waymo_roundtrip.rs`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -262,7 +262,7 @@ fn same_seed_gives_identical_bytes_and_the_h5_tree_is_documented() {
 }
 
 #[test]
-fn simulate_cli_writes_a_drone_sequence_and_refuses_vehicles() {
+fn simulate_cli_writes_a_drone_sequence() {
     let dir = tempfile::tempdir().unwrap();
     let run = |platform: &str| {
         Command::new(env!("CARGO_BIN_EXE_boxlayer"))
@@ -298,9 +298,4 @@ fn simulate_cli_writes_a_drone_sequence_and_refuses_vehicles() {
     }
     let source = M3edSource::open(&dir.path().join("falcon_sim_seed3_data.h5"), M3edConfig::default()).unwrap();
     assert_eq!((source.len(), source.meta().platform), (1, Platform::Drone));
-
-    let vehicle = run("vehicle");
-    assert!(!vehicle.status.success());
-    let stderr = String::from_utf8_lossy(&vehicle.stderr);
-    assert!(stderr.contains("Waymo writer is not connected yet"), "{stderr}");
 }

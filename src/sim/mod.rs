@@ -4,8 +4,10 @@
 //! samples, and every labelled object's box with the number of LiDAR returns it produced.
 //! Output is deterministic: the same config, platform and seed give identical sweeps, each
 //! computed directly from its index. The simulation itself knows no file format; only
-//! `write_m3ed` hands sweeps to the M3ED writer in `sources::m3ed` (the Waymo path is separate).
+//! `write_m3ed` hands sweeps to the M3ED writer in `sources::m3ed`, and `write_waymo` to the
+//! TFRecord writer and protos in `sources::waymo`.
 
+mod camera_render;
 mod config;
 mod lidar;
 mod object;
@@ -16,7 +18,11 @@ pub mod shape;
 mod simulator;
 pub mod terrain;
 mod write_m3ed;
+mod write_waymo;
 
+pub use camera_render::{
+    CameraRenderConfig, MAP_STEP_PX, render_camera, render_camera_at, render_camera_posed, undistort_ray,
+};
 pub use config::{
     DroneConfig, ImuConfig, LidarConfig, QuadrupedConfig, SceneConfig, SimConfig, TerrainConfig, VehicleConfig,
 };
@@ -34,4 +40,10 @@ pub use terrain::TerrainKind;
 pub use write_m3ed::{
     M3edWriteSummary, SimWriteError, default_sequence_name, m3ed_prefix, ouster_metadata, sensor_from_prophesee_left,
     simulate_m3ed, sweep_pixels, sweep_times_micros, write_m3ed_sequence,
+};
+pub use write_waymo::{
+    CAMERA_SHUTTER_S, CameraRenderer, DEFAULT_CAMERA_IMAGES, DEFAULT_JPEG_QUALITY, WaymoWriteError, WaymoWriteOptions,
+    WaymoWriteSummary, camera_calibrations, default_segment_name, laser_calibration, laser_label, projected_labels,
+    segment_file_name, simulate_waymo, simulate_waymo_with, top_range_images, upright_box, write_waymo_segment,
+    write_waymo_segment_with,
 };

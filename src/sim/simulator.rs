@@ -522,7 +522,19 @@ impl Simulator {
         self.scene.terrain.height(x, y)
     }
 
-    fn seconds(&self, time_micros: i64) -> f64 {
+    /// The scene (terrain, roads, objects), for the camera renderer.
+    pub(crate) fn scene(&self) -> &Scene {
+        &self.scene
+    }
+
+    /// The scene, for tests that stage their own objects.
+    #[cfg(test)]
+    pub(crate) fn scene_mut(&mut self) -> &mut Scene {
+        &mut self.scene
+    }
+
+    /// Seconds since the sequence start (the time base of the scene's motion).
+    pub(crate) fn seconds(&self, time_micros: i64) -> f64 {
         (time_micros - self.config.start_time_micros) as f64 * 1e-6
     }
 

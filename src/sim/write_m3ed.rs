@@ -42,7 +42,7 @@ pub enum SimWriteError {
     Write(#[from] WriteError),
     /// The platform carries no OS1 (the car's Waymo writer is a separate path).
     #[error(
-        "platform `{0}`: the simulator's Waymo writer is not connected yet; only drone and quadruped can be written (as M3ED)"
+        "platform `{0}`: M3ED files hold an OS1; the car is written as a Waymo segment (`sim::write_waymo_segment`)"
     )]
     NotOuster(Platform),
     /// The sequence name would make the reader infer another platform.

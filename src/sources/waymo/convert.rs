@@ -14,7 +14,7 @@ use super::range_image::{
 use crate::cloud::{ChannelData, PointCloud};
 use crate::frame::{CameraAxes, CameraCalibration, CameraView, Distortion, GroundTruthBox, ImageData, ObjectClass};
 use crate::geometry::Box3;
-use crate::geometry::pose::isometry_from_row_major;
+use crate::geometry::pose::{isometry_from_row_major, row_major_from_isometry};
 
 /// How far a stored rotation may be from orthonormal before it is rejected (1e-4): Waymo stores
 /// doubles that are orthonormal to ~1e-9, float32 copies (v2) to ~1e-6.
@@ -83,6 +83,23 @@ pub fn object_class(label_type: i32) -> ObjectClass {
         2 => ObjectClass::Pedestrian,
         4 => ObjectClass::Cyclist,
         _ => ObjectClass::Unknown,
+    }
+}
+
+/// The Waymo `Label.Type` of a canonical class, the inverse of [`object_class`] (unknown → 0).
+pub fn label_type(class: ObjectClass) -> i32 {
+    match class {
+        ObjectClass::Vehicle => 1,
+        ObjectClass::Pedestrian => 2,
+        ObjectClass::Cyclist => 4,
+        ObjectClass::Unknown => 0,
+    }
+}
+
+/// A pose as a Waymo `Transform` (16 row-major values), the inverse of [`isometry_from_transform`].
+pub fn transform_from_isometry(pose: &Isometry3<f64>) -> proto::Transform {
+    proto::Transform {
+        transform: row_major_from_isometry(pose).to_vec(),
     }
 }
 
@@ -278,4 +295,39 @@ pub fn decode_lasers(
         }
     }
     Ok((returns, top_pose))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::geometry::pose::isometry_from_euler;
+
+    #[test]
+    fn label_type_inverts_object_class() {
+        for class in [
+            ObjectClass::Vehicle,
+            ObjectClass::Pedestrian,
+            ObjectClass::Cyclist,
+            ObjectClass::Unknown,
+        ] {
+            assert_eq!(object_class(label_type(class)), class);
+        }
+        // Reference §1.2: TYPE_VEHICLE 1, TYPE_PEDESTRIAN 2, TYPE_CYCLIST 4.
+        assert_eq!(
+            [ObjectClass::Vehicle, ObjectClass::Pedestrian, ObjectClass::Cyclist].map(label_type),
+            [1, 2, 4]
+        );
+    }
+
+    #[test]
+    fn transform_round_trips_a_pose_row_major() {
+        let pose = isometry_from_euler(Vector3::new(1.5, -2.0, 3.25), 0.7, -0.1, 0.05);
+        let t = transform_from_isometry(&pose);
+        assert_eq!(t.transform.len(), 16);
+        // Row-major: the translation is the last column, the bottom row 0 0 0 1.
+        assert_eq!((t.transform[3], t.transform[7], t.transform[11]), (1.5, -2.0, 3.25));
+        assert_eq!(&t.transform[12..], &[0.0, 0.0, 0.0, 1.0]);
+        let back = isometry_from_transform(Some(&t), "t").unwrap();
+        assert!((back.to_homogeneous() - pose.to_homogeneous()).abs().max() < 1e-12);
+    }
 }

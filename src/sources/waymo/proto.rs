@@ -394,7 +394,8 @@ impl LaserName {
 }
 
 /// `waymo.open_dataset.CameraName`, the values perception data uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum CameraName {
     /// Front camera.
     Front = 1,
