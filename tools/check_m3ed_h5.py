@@ -1,6 +1,7 @@
 """Lists an M3ED `<seq>_data.h5` (and optionally `<seq>_pose_gt.h5`) with h5py and checks the
 documented tree (shared/reference/m3ed-format.md A1.1, A1.4): every dataset boxlayer reads, its
-dtype, shape and LZF compression, the metadata JSON, ordered sweep times, `Ln_T_L0[0]` = identity,
+dtype, shape and LZF compression, the metadata JSON, the OVC RGB images (one image per chunk) with
+their times and calibration when present, ordered sweep times, `Ln_T_L0[0]` = identity,
 and that no object stores a modification time (so equal content gives equal bytes).
 
 Usage: python3 tools/check_m3ed_h5.py DATA.h5 [POSE_GT.h5]
@@ -81,6 +82,24 @@ def check_data(path):
         if "ovc/imu/accel" in f:
             nan_rows = int(np.isnan(f["ovc/imu/accel"][:]).any(axis=1).sum())
             print(f"imu rows {m} ({nan_rows} NaN)")
+        if "ovc/rgb" in f:
+            rgb = expect(f, "ovc/rgb/data", "uint8", lzf=True)
+            k = rgb.shape[0] if rgb is not None else 0
+            res = expect(f, "ovc/rgb/calib/resolution", "int64", (2,))
+            if rgb is not None and res is not None:
+                w, h = (int(v) for v in res[:])
+                if rgb.shape[1:] != (h, w, 3) or rgb.chunks != (1, h, w, 3):
+                    problems.append(f"{path}: /ovc/rgb/data is {rgb.shape} chunked {rgb.chunks}, expected (N, {h}, {w}, 3) in single images")
+            ts = expect(f, "ovc/ts", "int64", (k,))
+            if ts is not None and k > 1 and not np.all(np.diff(ts[:]) > 0):
+                problems.append(f"{path}: /ovc/ts is not increasing")
+            expect(f, "ovc/rgb/calib/intrinsics", "float64", (4,))
+            expect(f, "ovc/rgb/calib/distortion_coeffs", "float64", (4,))
+            expect(f, "ovc/rgb/calib/T_to_prophesee_left", "float64", (4, 4))
+            for name in ("camera_model", "distortion_model"):
+                if f"ovc/rgb/calib/{name}" not in f:
+                    problems.append(f"{path}: missing /ovc/rgb/calib/{name}")
+            print(f"rgb images {k}")
         if len(meta.get("beam_altitude_angles", [])) != rows:
             problems.append(f"{path}: metadata has {len(meta.get('beam_altitude_angles', []))} beam altitudes")
         return n

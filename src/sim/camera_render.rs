@@ -66,7 +66,7 @@ pub struct CameraRenderConfig {
     pub ambient: f64,
     /// Farthest geometry drawn (m; default 600); beyond it rays show sky or far ground.
     pub max_distance_m: f64,
-    /// Distance over which haze hides 63 % of a surface's colour (m; default 1500).
+    /// Distance at which haze hides half of a surface's colour (m; default 1500).
     pub haze_distance_m: f64,
     /// Relative brightness amplitude of the ground texture (0–1; default 0.06).
     pub ground_texture: f64,
@@ -670,8 +670,9 @@ impl PinholeBuffer {
             if empty || lo > hi {
                 continue;
             }
-            let first = (lo - 0.5).ceil().max(0.0);
-            let last = (hi - 0.5).floor().min(self.width as f64 - 1.0);
+            // Pixel centres i + 0.5 within [lo, hi]; bounds clamped before the integer casts.
+            let first = (-floor_i64((0.5 - lo).min(1.0))).max(0);
+            let last = floor_i64((hi - 0.5).max(-1.0).min(self.width as f64)).min(self.width as i64 - 1);
             if last < first {
                 continue;
             }
@@ -1098,20 +1099,19 @@ impl<'a> SceneView<'a> {
 
     /// Sky gradient (or far ground below the horizon) for a ray that hits nothing.
     fn background(&self, dir_in_world: &Vector3<f64>) -> [f32; 3] {
-        let d = dir_in_world.normalize();
-        let elevation = d.z.clamp(-1.0, 1.0).asin();
-        if elevation >= 0.0 {
-            let t = (elevation / std::f64::consts::FRAC_PI_2).sqrt() as f32;
-            mix(self.sky_horizon, palette::SKY_ZENITH, t)
+        // The sine of the elevation shapes the gradient (no `asin` per pixel).
+        let sin_elevation = (dir_in_world.z / dir_in_world.norm()) as f32;
+        if sin_elevation >= 0.0 {
+            mix(self.sky_horizon, palette::SKY_ZENITH, sin_elevation.min(1.0).sqrt())
         } else {
-            let t = (-elevation * 25.0).min(1.0) as f32;
-            mix(self.sky_horizon, palette::FAR_GROUND, t)
+            mix(self.sky_horizon, palette::FAR_GROUND, (-sin_elevation * 25.0).min(1.0))
         }
     }
 
-    /// The haze-blended colour of a surface `distance` metres away.
+    /// The haze-blended colour of a surface `distance` metres away: the haze share is
+    /// d / (d + haze distance), half the colour at the haze distance.
     fn haze(&self, colour: [f32; 3], distance: f64) -> [f32; 3] {
-        let t = 1.0 - (-distance / self.config.haze_distance_m).exp();
+        let t = distance / (distance + self.config.haze_distance_m);
         mix(colour, self.sky_horizon, t as f32)
     }
 
@@ -1121,7 +1121,7 @@ impl<'a> SceneView<'a> {
         let base = ground_colour(&surface);
         // Texture: value noise on a 25 cm lattice, stronger on grass.
         let amplitude = self.config.ground_texture as f32 * if surface == Surface::GRASS { 2.0 } else { 1.0 };
-        let cell = hash2((p.x * 4.0).floor() as i64 as u64, (p.y * 4.0).floor() as i64 as u64);
+        let cell = hash2(floor_i64(p.x * 4.0) as u64, floor_i64(p.y * 4.0) as u64);
         let noise = ((cell >> 11) as f32 / (1u64 << 53) as f32) * 2.0 - 1.0;
         scale(base, light * (1.0 + amplitude * noise))
     }
@@ -1155,6 +1155,12 @@ impl<'a> SceneView<'a> {
         }
         best.unwrap_or_else(|| self.background(dir_in_world))
     }
+}
+
+/// `floor(x)` as an integer without a libm call (baseline x86-64 has no rounding instruction).
+fn floor_i64(x: f64) -> i64 {
+    let t = x as i64;
+    t - i64::from(x < t as f64)
 }
 
 /// Upper bound of how far the terrain strays from a plane through a block's corners (m).
@@ -1198,8 +1204,9 @@ impl Frame {
                     PixelRay::None => [0.0; 3],
                     PixelRay::Wide(dir) => view.cast(&(r * dir)),
                     PixelRay::Pinhole(u, v) => {
-                        let bx = ((u - buffer.u0) * buffer.scale).floor();
-                        let by = ((v - buffer.v0) * buffer.scale).floor();
+                        // Truncation is the floor here: negative positions are outside anyway.
+                        let bx = (u - buffer.u0) * buffer.scale;
+                        let by = (v - buffer.v0) * buffer.scale;
                         let k = if bx >= 0.0
                             && by >= 0.0
                             && (bx as usize) < buffer.width
@@ -1227,9 +1234,11 @@ impl Frame {
                     }
                 };
                 let o = px * 3;
-                row[o] = colour[0].round().clamp(0.0, 255.0) as u8;
-                row[o + 1] = colour[1].round().clamp(0.0, 255.0) as u8;
-                row[o + 2] = colour[2].round().clamp(0.0, 255.0) as u8;
+                // `as u8` saturates, and + 0.5 then truncation rounds non-negative values (no
+                // libm `round` call per channel).
+                row[o] = (colour[0] + 0.5) as u8;
+                row[o + 1] = (colour[1] + 0.5) as u8;
+                row[o + 2] = (colour[2] + 0.5) as u8;
             });
         }
         out

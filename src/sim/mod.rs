@@ -38,8 +38,9 @@ pub use simulator::{
 };
 pub use terrain::TerrainKind;
 pub use write_m3ed::{
-    M3edWriteSummary, SimWriteError, default_sequence_name, m3ed_prefix, ouster_metadata, sensor_from_prophesee_left,
-    simulate_m3ed, sweep_pixels, sweep_times_micros, write_m3ed_sequence,
+    M3edWriteSummary, OVC_IMAGE_PERIOD_MICROS, SimWriteError, default_sequence_name, m3ed_prefix, ouster_metadata,
+    ovc_image_times, ovc_rgb_calibration, sensor_from_prophesee_left, simulate_m3ed, sweep_pixels, sweep_times_micros,
+    write_m3ed_sequence,
 };
 pub use write_waymo::{
     CAMERA_SHUTTER_S, CameraRenderer, DEFAULT_CAMERA_IMAGES, DEFAULT_JPEG_QUALITY, WaymoWriteError, WaymoWriteOptions,

@@ -13,19 +13,24 @@
 //! - `<seq>_pose_gt.h5`: per sweep `Ln_T_L0 = (W_0⁻¹·W_n)⁻¹` with `W_n` the simulator's
 //!   mid-sweep `world_from_sensor` (the frame of its boxes), stamped with the sweep's `ts_end`
 //!   because M3ED tooling pairs poses with sweeps by nearest `ts_end`;
-//! - no RGB: the simulator renders no camera yet, and the writer does not need one.
+//! - `/ovc/rgb`: the OVC colour camera ([`ovc_rgb_calibration`], 1280×800, radtan, rigid on the
+//!   Ouster) rendered by `sim::render_camera_at` at the OVC's 25 Hz (a 40,000 µs grid from the
+//!   sequence start), the sensor and the objects at each image's own time; stored BGR.
 
 use std::fs::File;
 use std::io::{BufWriter, Write as _};
 use std::path::{Path, PathBuf};
 
 use nalgebra::{Isometry3, Matrix3, Translation3, UnitQuaternion};
+use rayon::prelude::*;
 use thiserror::Error;
 
+use super::camera_render::{CameraRenderConfig, render_camera_at};
+
 use super::lidar::{OUSTER_BEAMS, OUSTER_COLUMNS, OusterCalibration};
-use super::simulator::{LidarCalibration, LidarSweep, OusterScan, SimError, Simulator};
+use super::simulator::{LidarCalibration, LidarSweep, OusterScan, SWEEP_PERIOD_MICROS, SimError, Simulator};
 use crate::eval::input::to_json_line;
-use crate::frame::Platform;
+use crate::frame::{CameraAxes, CameraCalibration, Distortion, Platform};
 use crate::sources::m3ed::metadata::DataFormat;
 use crate::sources::m3ed::{
     M3edWriter, M3edWriterSetup, MetadataFlavour, OusterMetadata, PoseTimeType, SweepPixels, WriteError, write_pose_gt,
@@ -93,6 +98,8 @@ pub struct M3edWriteSummary {
     pub objects_hit_per_sweep: Vec<usize>,
     /// IMU rows written (NaN gaps included).
     pub imu_rows: usize,
+    /// RGB images written to `/ovc/rgb/data`.
+    pub images: usize,
     /// Size of the three files together (bytes).
     pub bytes_written: u64,
 }
@@ -117,7 +124,14 @@ impl M3edWriteSummary {
         ));
         out.push_str(&format!("  with points  {}\n", stats(&self.objects_hit_per_sweep)));
         out.push_str(&format!("imu rows       {}\n", self.imu_rows));
-        out.push_str("rgb            none (the simulator renders no camera yet)\n");
+        let c = ovc_rgb_calibration();
+        out.push_str(&format!(
+            "rgb images     {} ({}×{}, {} Hz)\n",
+            self.images,
+            c.width,
+            c.height,
+            1_000_000 / OVC_IMAGE_PERIOD_MICROS
+        ));
         for path in [&self.data_path, &self.pose_path, &self.truth_path] {
             out.push_str(&format!("wrote          {}\n", path.display()));
         }
@@ -209,6 +223,43 @@ pub fn sensor_from_prophesee_left() -> Isometry3<f64> {
     )
 }
 
+/// Time between OVC images (µs): 25 Hz, as M3ED re-times `/ovc/ts`.
+pub const OVC_IMAGE_PERIOD_MICROS: i64 = 40_000;
+
+/// The simulated OVC colour camera: 1280×800 (M3ED's `/ovc/rgb`), a ~70° × 48° lens with mild
+/// barrel distortion (Kalibr radtan), 8 cm ahead of, 2 cm right of and 6 cm below the Ouster
+/// sensor origin, looking along the sensor's x axis (camera x right, y down, z forward).
+pub fn ovc_rgb_calibration() -> CameraCalibration {
+    let prophesee = sensor_from_prophesee_left();
+    CameraCalibration {
+        width: 1280,
+        height: 800,
+        fx: 905.0,
+        fy: 903.5,
+        cx: 641.3,
+        cy: 398.2,
+        distortion: Distortion::RadTan {
+            k1: -0.118,
+            k2: 0.082,
+            p1: 0.00045,
+            p2: -0.00031,
+            k3: 0.0,
+        },
+        axes: CameraAxes::OpenCv,
+        sensor_from_camera: Isometry3::from_parts(Translation3::new(0.08, -0.02, -0.06), prophesee.rotation),
+    }
+}
+
+/// OVC image times (µs) in `[start, end)`: the 25 Hz grid that starts at `origin`.
+pub fn ovc_image_times(origin: i64, start: i64, end: i64) -> Vec<i64> {
+    let first = (start - origin).div_euclid(OVC_IMAGE_PERIOD_MICROS)
+        + i64::from((start - origin).rem_euclid(OVC_IMAGE_PERIOD_MICROS) != 0);
+    (first..)
+        .map(|k| origin + k * OVC_IMAGE_PERIOD_MICROS)
+        .take_while(|&t| t < end)
+        .collect()
+}
+
 /// Writes sweeps `0..frames` of `sim` into `out_dir` as `<sequence_name>_data.h5`,
 /// `<sequence_name>_pose_gt.h5` and `<sequence_name>_boxes_gt.jsonl` (boxes in each sweep's
 /// sensor frame, one line per labelled object per sweep). Same simulator, frames and name give
@@ -248,7 +299,7 @@ pub fn write_m3ed_sequence(
         metadata: ouster_metadata(calib),
         metadata_flavour: MetadataFlavour::LegacyFlat,
         lidar_to_prophesee_left,
-        rgb: None,
+        rgb: Some(ovc_rgb_calibration()),
         // The simulated IMU samples are in the Ouster sensor frame, so the OVC IMU sits there.
         imu_to_prophesee_left: lidar_to_prophesee_left,
         first_frame_id: 0,
@@ -268,6 +319,7 @@ pub fn write_m3ed_sequence(
         objects_per_sweep: Vec::with_capacity(frames),
         objects_hit_per_sweep: Vec::with_capacity(frames),
         imu_rows: 0,
+        images: 0,
         bytes_written: 0,
     };
     let mut pose_times = Vec::with_capacity(frames);
@@ -301,6 +353,23 @@ pub fn write_m3ed_sequence(
             );
         }
         summary.imu_rows += sweep.imu.len();
+
+        // The camera images taken during this sweep, rendered in parallel, written in order.
+        let camera = ovc_rgb_calibration();
+        let render_config = CameraRenderConfig::default();
+        let times = ovc_image_times(
+            sim.config().start_time_micros,
+            sweep.timestamp_micros,
+            sweep.timestamp_micros + SWEEP_PERIOD_MICROS,
+        );
+        let images = times
+            .par_iter()
+            .map(|&t| render_camera_at(sim, t, &camera, &render_config))
+            .collect::<Result<Vec<_>, SimError>>()?;
+        for (&t, image) in times.iter().zip(&images) {
+            writer.write_image(t, image)?;
+        }
+        summary.images += images.len();
 
         // M3ED's world is the first pose's frame L0.
         let w0 = *world_from_l0.get_or_insert(sweep.world_from_sensor);
@@ -376,6 +445,20 @@ mod tests {
         let right = pose.rotation * nalgebra::Vector3::x();
         assert!((forward - nalgebra::Vector3::x()).norm() < 1e-12);
         assert!((right + nalgebra::Vector3::y()).norm() < 1e-12);
+    }
+
+    #[test]
+    fn ovc_images_sit_on_the_25_hz_grid() {
+        // Sweep 0 (0–100 ms) holds images at 0, 40 and 80 ms; sweep 1 at 120 and 160 ms.
+        assert_eq!(ovc_image_times(0, 0, 100_000), vec![0, 40_000, 80_000]);
+        assert_eq!(ovc_image_times(0, 100_000, 200_000), vec![120_000, 160_000]);
+        assert_eq!(ovc_image_times(7, 100_000, 200_000), vec![120_007, 160_007]);
+        assert!(ovc_image_times(0, 1, 39_999).is_empty());
+        let c = ovc_rgb_calibration();
+        assert_eq!((c.width, c.height), (1280, 800));
+        // It looks along the sensor's x axis.
+        let forward = c.sensor_from_camera.rotation * nalgebra::Vector3::z();
+        assert!((forward - nalgebra::Vector3::x()).norm() < 1e-12);
     }
 
     #[test]
