@@ -1,12 +1,11 @@
 //! `boxlayer demo`: the whole of what boxlayer can do so far, on data it makes itself. It
-//! simulates a short drone and quadruped sequence, writes them as real M3ED files and reads them
-//! back through the M3ED reader; simulates a vehicle sequence (in memory until the simulator's
-//! Waymo writer is connected); measures every ground-truth box against the points it reads
-//! (exact points-in-box); and writes the ground truth as JSON lines that `boxlayer eval` reads.
-//! It grows stage by stage into the full pipeline run.
+//! simulates a short vehicle, drone and quadruped sequence, writes them in their real formats
+//! (a Waymo v1 segment with rendered camera images; M3ED `_data.h5` / `_pose_gt.h5` with RGB)
+//! and reads them back through the Waymo and M3ED readers; measures every ground-truth box
+//! against the points it reads (exact points-in-box); and writes the ground truth as JSON lines
+//! that `boxlayer eval` reads. It grows stage by stage into the full pipeline run.
 
 use std::fmt::Write as _;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -14,11 +13,15 @@ use thiserror::Error;
 
 use crate::cloud::PointCloud;
 use crate::eval::EvalError;
-use crate::eval::input::{load_jsonl, to_json_line};
+use crate::eval::input::load_jsonl;
 use crate::frame::Platform;
 use crate::geometry::{Box3, count_points_in_box};
-use crate::sim::{SimConfig, SimError, SimWriteError, Simulator, default_sequence_name, write_m3ed_sequence};
+use crate::sim::{
+    SimConfig, SimError, SimWriteError, Simulator, WaymoWriteError, default_segment_name, default_sequence_name,
+    write_m3ed_sequence, write_waymo_segment,
+};
 use crate::sources::m3ed::{M3edConfig, M3edSource};
+use crate::sources::waymo::{WaymoConfig, WaymoV1Source};
 use crate::sources::{Source, SourceError};
 
 /// Errors from the demo.
@@ -40,6 +43,9 @@ pub enum DemoError {
         /// The writer's error.
         source: SimWriteError,
     },
+    /// The simulated vehicle sequence could not be written as a Waymo segment.
+    #[error("write vehicle segment: {0}")]
+    WriteWaymo(#[from] WaymoWriteError),
     /// A written file could not be read back.
     #[error("read back: {0}")]
     Source(#[from] SourceError),
@@ -96,7 +102,7 @@ pub struct PlatformSummary {
     pub points_in_box_ratio: f64,
     /// Mean wall time per simulated sweep (ms).
     pub ms_per_sweep: f64,
-    /// How the points reached the measurement (`M3ED files` or `in memory`).
+    /// How the points reached the measurement (`Waymo v1 segment` or `M3ED files`).
     pub path_taken: &'static str,
     /// Ground truth written for `boxlayer eval` (JSON lines).
     pub ground_truth_path: PathBuf,
@@ -178,7 +184,7 @@ fn simulate_platform(platform: Platform, options: &DemoOptions) -> Result<Platfo
     let sim = Simulator::new(config, platform, options.seed).map_err(|source| DemoError::Sim { platform, source })?;
     match default_sequence_name(platform, options.seed) {
         Some(name) => through_m3ed_files(&sim, &name, options),
-        None => in_memory(&sim, options),
+        None => through_waymo_segment(&sim, &default_segment_name(options.seed), options),
     }
 }
 
@@ -191,68 +197,34 @@ fn through_m3ed_files(sim: &Simulator, name: &str, options: &DemoOptions) -> Res
     let written =
         write_m3ed_sequence(sim, sim.len(), &dir, name).map_err(|source| DemoError::Write { platform, source })?;
     let source = M3edSource::open(&written.data_path, M3edConfig::default())?;
-    let truth = load_jsonl(&written.truth_path)?;
+    let tally = measure(&source, &written.truth_path)?;
+    let elapsed = started.elapsed().as_secs_f64();
+    Ok(tally.summary(platform, source.len(), elapsed, "M3ED files", written.truth_path))
+}
+
+/// Simulate → Waymo v1 segment (TOP range images, five rendered cameras, laser labels) →
+/// `WaymoV1Source` → measure, the way real Waymo logs enter the pipeline.
+fn through_waymo_segment(sim: &Simulator, name: &str, options: &DemoOptions) -> Result<PlatformSummary, DemoError> {
+    let platform = sim.platform();
+    let started = Instant::now();
+    let dir = options.out.join(platform.as_str());
+    let written = write_waymo_segment(sim, sim.len(), &dir, name)?;
+    let source = WaymoV1Source::open(&written.segment_path, WaymoConfig::default())?;
+    let tally = measure(&source, &written.truth_path)?;
+    let elapsed = started.elapsed().as_secs_f64();
+    Ok(tally.summary(platform, source.len(), elapsed, "Waymo v1 segment", written.truth_path))
+}
+
+/// Reads every frame of `source` and measures it against the ground truth in `truth_path`.
+fn measure(source: &dyn Source, truth_path: &Path) -> Result<Tally, DemoError> {
+    let truth = load_jsonl(truth_path)?;
     let mut tally = Tally::default();
     for index in 0..source.len() {
         let frame = source.frame(index)?;
         let boxes = truth.boxes.iter().filter(|b| b.frame.frame == index as u64);
         tally.add(&frame.cloud, boxes.map(|b| (b.bbox, b.num_points.unwrap_or(0))));
     }
-    let elapsed = started.elapsed().as_secs_f64();
-    Ok(tally.summary(platform, source.len(), elapsed, "M3ED files", written.truth_path))
-}
-
-/// Simulate → points as a reader would rebuild them → measure (vehicle, until the simulator's
-/// Waymo writer is connected).
-fn in_memory(sim: &Simulator, options: &DemoOptions) -> Result<PlatformSummary, DemoError> {
-    let platform = sim.platform();
-    let sequence = format!("sim_{platform}_seed{}", options.seed);
-    let gt_path = options.out.join(format!("{sequence}_boxes_gt.jsonl"));
-    let mut gt_lines = String::new();
-    let mut tally = Tally::default();
-    let started = Instant::now();
-    for index in 0..sim.len() {
-        let sweep = sim.sweep(index).map_err(|source| DemoError::Sim { platform, source })?;
-        let cloud = cloud_of(sim.sweep_points(&sweep).iter().map(|p| p.position));
-        tally.add(
-            &cloud,
-            sweep
-                .objects
-                .iter()
-                .map(|o| (o.box_in_sensor, u64::from(o.num_lidar_points))),
-        );
-        for object in &sweep.objects {
-            gt_lines.push_str(&to_json_line(&object.to_eval_box(&sequence, index, platform)));
-            gt_lines.push('\n');
-        }
-    }
-    let elapsed = started.elapsed().as_secs_f64();
-    write_file(&gt_path, gt_lines.as_bytes())?;
-    Ok(tally.summary(platform, sim.len(), elapsed, "in memory", gt_path))
-}
-
-fn cloud_of(points: impl Iterator<Item = nalgebra::Point3<f64>>) -> PointCloud {
-    let (mut x, mut y, mut z) = (Vec::new(), Vec::new(), Vec::new());
-    for p in points {
-        x.push(p.x as f32);
-        y.push(p.y as f32);
-        z.push(p.z as f32);
-    }
-    let n = x.len();
-    // Equal lengths by construction, so this cannot fail; fall back to an empty cloud regardless.
-    PointCloud::from_columns(x, y, z, vec![0.0; n]).unwrap_or_default()
-}
-
-fn write_file(path: &Path, bytes: &[u8]) -> Result<(), DemoError> {
-    let io = |source| DemoError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    let tmp = path.with_extension("partial");
-    let mut f = std::fs::File::create(&tmp).map_err(io)?;
-    f.write_all(bytes).map_err(io)?;
-    f.sync_all().map_err(io)?;
-    std::fs::rename(&tmp, path).map_err(io)
+    Ok(tally)
 }
 
 fn render(summaries: &[PlatformSummary], options: &DemoOptions) -> String {
