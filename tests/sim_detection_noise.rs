@@ -397,3 +397,287 @@ fn noisy_sequence_is_deterministic_and_its_false_positives_sit_on_clutter() {
         assert!(ap > 0.0 && ap <= 1.0, "{ap}");
     }
 }
+
+/// A sensor-frame object of `class` at `(x, y)` with `points` returns.
+fn object_at(track_id: u32, class: ObjectClass, x: f64, y: f64, yaw: f64, points: u32) -> ObjectTruth {
+    let (label, l, w, h) = match class {
+        ObjectClass::Pedestrian => (FineLabel::Pedestrian, 0.8, 0.7, 1.75),
+        ObjectClass::Cyclist => (FineLabel::Cyclist, 1.8, 0.7, 1.7),
+        _ => (FineLabel::Car, 4.6, 1.9, 1.6),
+    };
+    let b = Box3::new(x, y, 0.5 * h, l, w, h, yaw);
+    ObjectTruth {
+        track_id,
+        class,
+        label,
+        box_in_sensor: b,
+        box_in_world: b,
+        num_lidar_points: points,
+        velocity_in_world: Vector3::zeros(),
+    }
+}
+
+/// Detections of `profile` over `frames` synthetic frames (objects on a 6 m grid in y > 0, range
+/// and points drawn independently; clutter in y < −20) as evaluator boxes: (truth, detections).
+fn synthetic_run(
+    profile: DetectorNoiseProfile,
+    frames: usize,
+) -> (Vec<boxlayer::eval::EvalBox>, Vec<boxlayer::eval::EvalBox>) {
+    use rand::{RngExt, SeedableRng};
+    let model = DetectionNoiseModel::new(profile, 99);
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(5);
+    let clutter = [
+        Box3::new(10.0, -30.0, 3.0, 0.4, 0.4, 6.0, 0.0),
+        Box3::new(-25.0, -40.0, 1.0, 0.3, 15.0, 2.0, 0.4),
+        Box3::new(30.0, -45.0, 9.0, 20.0, 12.0, 18.0, 0.1),
+    ];
+    let cells: Vec<(f64, f64)> = (-10..=10)
+        .flat_map(|i| (0..11).map(move |j| (6.0 * f64::from(i), 3.0 + 6.0 * f64::from(j))))
+        .collect();
+    let (mut truth, mut detections) = (Vec::new(), Vec::new());
+    let mut track = 0;
+    for f in 0..frames {
+        let chosen: Vec<(f64, f64)> = cells.iter().copied().filter(|_| rng.random_bool(0.2)).collect();
+        let objects: Vec<ObjectTruth> = chosen
+            .into_iter()
+            .map(|(x, y)| {
+                track += 1;
+                let u: f64 = rng.random();
+                let class = if u < 0.6 {
+                    ObjectClass::Vehicle
+                } else if u < 0.9 {
+                    ObjectClass::Pedestrian
+                } else {
+                    ObjectClass::Cyclist
+                };
+                let points = (2000f64.powf(rng.random::<f64>())) as u32;
+                object_at(track, class, x, y, rng.random_range(-3.0..3.0), points)
+            })
+            .collect();
+        truth.extend(objects.iter().map(|o| o.to_eval_box("synthetic", f, Platform::Vehicle)));
+        detections.extend(
+            model
+                .detect(f, &objects, &clutter)
+                .iter()
+                .map(|d| boxlayer::sim::noisy_sequence::detection_eval_box(d, "synthetic", f, Platform::Vehicle)),
+        );
+    }
+    (truth, detections)
+}
+
+fn assert_close(what: &str, fitted: f64, expected: f64, tolerance: f64) {
+    assert!(
+        (fitted - expected).abs() <= tolerance,
+        "{what}: fitted {fitted}, configured {expected} (± {tolerance})"
+    );
+}
+
+#[test]
+fn fitting_the_models_own_output_recovers_its_parameters() {
+    let vehicle = ClassNoise {
+        center_sigma_m: 0.12,
+        z_sigma_m: 0.08,
+        size_sigma: 0.05,
+        size_bias: 0.93,
+        yaw_sigma_rad: 0.05,
+        range_gain_per_m: 0.015,
+        sparsity_gain: 1.0,
+        sparse_points: 30.0,
+        flip_probability_dense: 0.02,
+        flip_probability_sparse: 0.2,
+        recall_max: 0.95,
+        points_at_half_recall: 6.0,
+        miss_range_gain_per_m: 0.004,
+    };
+    let profile = DetectorNoiseProfile {
+        name: "truth_profile".to_string(),
+        min_score: 0.0,
+        vehicle: vehicle.clone(),
+        false_positives_per_frame: 2.0,
+        score_noise: 0.5,
+        ..DetectorNoiseProfile::default()
+    };
+    let frames = 500;
+    let (truth, detections) = synthetic_run(profile.clone(), frames);
+    let fitted = DetectorNoiseProfile::fit(&truth, &detections);
+    let v = &fitted.vehicle;
+    assert_close("centre σ", v.center_sigma_m, 0.12, 0.012);
+    assert_close("z σ", v.z_sigma_m, 0.08, 0.012);
+    assert_close("size bias", v.size_bias, 0.93, 0.01);
+    assert_close("size σ", v.size_sigma, 0.05, 0.0075);
+    assert_close("yaw σ", v.yaw_sigma_rad, 0.05, 0.0075);
+    // The σ growth over the data: compare g at two corners rather than the collinear parameters.
+    for (r, n) in [(10.0, 1000), (60.0, 5)] {
+        assert_close(
+            &format!("growth at {r} m, {n} pts"),
+            v.growth(r, n),
+            vehicle.growth(r, n),
+            0.15 * vehicle.growth(r, n),
+        );
+    }
+    for n in [2u32, 30, 500] {
+        assert_close(
+            &format!("flip p at {n} pts"),
+            v.flip_probability(n),
+            vehicle.flip_probability(n),
+            0.03,
+        );
+    }
+    for (r, n) in [(10.0, 3), (10.0, 500), (60.0, 20)] {
+        let p = vehicle.detection_probability(r, n);
+        assert_close(
+            &format!("detection p at {r} m, {n} pts"),
+            v.detection_probability(r, n),
+            p,
+            0.04,
+        );
+    }
+    assert_close("false positives / frame", fitted.false_positives_per_frame, 2.0, 0.2);
+    assert_close(
+        "score slope",
+        fitted.score_slope,
+        profile.score_slope,
+        0.2 * profile.score_slope,
+    );
+    assert_close("score mid", fitted.score_quality_mid, profile.score_quality_mid, 0.05);
+    assert_close("score noise", fitted.score_noise, profile.score_noise, 0.1);
+    assert_close(
+        "false-positive quality max",
+        fitted.false_positive_quality_max,
+        profile.false_positive_quality_max,
+        0.1,
+    );
+    assert!(fitted.max_range_m <= 75.2 && fitted.max_range_m > 55.0);
+    // Pedestrians, fitted from fewer boxes with default noise: centre σ and flips still close.
+    let (p, q) = (&fitted.pedestrian, &profile.pedestrian);
+    assert_close(
+        "pedestrian centre σ",
+        p.center_sigma_m,
+        q.center_sigma_m,
+        0.15 * q.center_sigma_m,
+    );
+    // The fitted profile serialises to TOML and back.
+    let text = toml::to_string(&fitted).unwrap();
+    let back: DetectorNoiseProfile = toml::from_str(&text).unwrap();
+    assert_eq!(back, fitted);
+}
+
+#[test]
+fn fitting_an_exact_detector_gives_zero_noise() {
+    let exact = DetectorNoiseProfile::exact("exact");
+    let (truth, detections) = synthetic_run(exact, 40);
+    assert_eq!(truth.len(), detections.len());
+    let fitted = DetectorNoiseProfile::fit(&truth, &detections);
+    for c in [&fitted.vehicle, &fitted.pedestrian] {
+        assert_eq!(c.center_sigma_m, 0.0);
+        assert_eq!(c.yaw_sigma_rad, 0.0);
+        assert_eq!(c.size_bias, 1.0);
+        assert_eq!(c.flip_probability_dense, 0.0);
+        assert_eq!(c.recall_max, 1.0);
+        assert_eq!(c.detection_probability(50.0, 1), 1.0);
+    }
+    assert_eq!(fitted.false_positives_per_frame, 0.0);
+}
+
+#[test]
+fn eval_cli_writes_the_fitted_profile() {
+    let profile = DetectorNoiseProfile {
+        min_score: 0.0,
+        ..standard_detector_profiles()[0].clone()
+    };
+    let (truth, detections) = synthetic_run(profile.clone(), 200);
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, boxes: &[boxlayer::eval::EvalBox]| {
+        let path = dir.path().join(name);
+        let text: String = boxes
+            .iter()
+            .map(|b| boxlayer::eval::input::to_json_line(b) + "\n")
+            .collect();
+        std::fs::write(&path, text).unwrap();
+        path
+    };
+    let gt = write("gt.jsonl", &truth);
+    let pred = write("pointpillars.jsonl", &detections);
+    let out = dir.path().join("profile.toml");
+    let run = std::process::Command::new(env!("CARGO_BIN_EXE_boxlayer"))
+        .args(["eval", "--gt"])
+        .arg(&gt)
+        .arg("--pred")
+        .arg(&pred)
+        .arg("--fit-noise-profile")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let fitted: DetectorNoiseProfile = toml::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(fitted.name, "pointpillars");
+    // The same boxes fitted in-process give the same profile (up to the name).
+    let direct = DetectorNoiseProfile::fit(&truth, &detections);
+    assert_close(
+        "centre σ (cli vs library)",
+        fitted.vehicle.center_sigma_m,
+        direct.vehicle.center_sigma_m,
+        1e-9,
+    );
+    assert_close(
+        "centre σ",
+        fitted.vehicle.center_sigma_m,
+        profile.vehicle.center_sigma_m,
+        0.02,
+    );
+    assert_close(
+        "false positives / frame",
+        fitted.false_positives_per_frame,
+        profile.false_positives_per_frame,
+        0.3,
+    );
+}
+
+#[test]
+fn false_positives_return_to_the_same_clutter_while_the_sensor_moves() {
+    use nalgebra::{Isometry3, Translation3, UnitQuaternion};
+    // Ten poles on a line in the world; the sensor drives past them along x.
+    let poles_in_world: Vec<Box3> = (0..10)
+        .map(|i| Box3::new(8.0 * f64::from(i), 6.0, 3.0, 0.3, 0.3, 6.0, 0.0))
+        .collect();
+    let top_share = |persistence: f64| -> (f64, bool) {
+        let profile = DetectorNoiseProfile {
+            min_score: 0.0,
+            false_positives_per_frame: 3.0,
+            false_positive_persistence: persistence,
+            ..DetectorNoiseProfile::default()
+        };
+        let model = DetectionNoiseModel::new(profile, 8);
+        let mut per_pole = [0usize; 10];
+        let mut classes: Vec<Option<ObjectClass>> = vec![None; 10];
+        let mut stable_class = true;
+        for f in 0..300 {
+            let world_from_sensor = Isometry3::from_parts(
+                Translation3::new(0.1 * f as f64, 0.0, 0.0),
+                UnitQuaternion::from_axis_angle(&Vector3::z_axis(), 0.001 * f as f64),
+            );
+            let sensor_from_world = world_from_sensor.inverse();
+            let clutter: Vec<Box3> = poles_in_world
+                .iter()
+                .map(|b| b.transformed(&sensor_from_world))
+                .collect();
+            for d in model.detect_in_world(f, &[], &clutter, &world_from_sensor) {
+                let c = world_from_sensor * d.box3.center();
+                let pole = poles_in_world
+                    .iter()
+                    .position(|p| on_clutter(&c, p, 1e-6))
+                    .expect("on a pole");
+                per_pole[pole] += 1;
+                stable_class &= *classes[pole].get_or_insert(d.class) == d.class;
+            }
+        }
+        let total: usize = per_pole.iter().sum();
+        (*per_pole.iter().max().unwrap() as f64 / total as f64, stable_class)
+    };
+    let (even, _) = top_share(0.0);
+    let (persistent, stable) = top_share(2.5);
+    // Even spread: about 1/10 each; persistent: a few poles take most.
+    assert!(even < 0.15, "top pole share {even} without persistence");
+    assert!(persistent > 0.3, "top pole share {persistent} with persistence");
+    assert!(stable, "a pole is always mistaken for the same class");
+}

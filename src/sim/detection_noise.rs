@@ -5,7 +5,7 @@
 //! Every draw comes from a generator seeded by (seed, detector name, frame, track id), so any
 //! frame and object can be asked for in any order. Definitions are in `docs/simulator.md`.
 
-use nalgebra::{Point3, Vector3};
+use nalgebra::{Isometry3, Point3, Vector3};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
@@ -13,12 +13,14 @@ use serde::{Deserialize, Serialize};
 use super::lidar::gaussian;
 use super::simulator::{ObjectTruth, mix_seed};
 use crate::detect::Detection;
+use crate::eval::{EvalBox, FrameKey};
 use crate::frame::ObjectClass;
 use crate::geometry::{Box3, iou_bev, wrap_angle};
 
 /// Stream tags: one per kind of draw, so object and false-positive generators never coincide.
 const STREAM_OBJECT: u64 = 0x6f62_6a65_6374;
 const STREAM_FALSE_POSITIVE: u64 = 0x6661_6c73_6570;
+const STREAM_CLUTTER: u64 = 0x636c_7574_7465;
 
 /// How one detector errs on one class. `growth(r, n) = 1 + range_gain_per_m·r +
 /// sparsity_gain·sparsity(n)` with `sparsity(n) = sparse_points / (sparse_points + n)` scales
@@ -141,8 +143,8 @@ pub struct DetectorNoiseProfile {
     pub min_score: f64,
     /// Errors on vehicles; default `ClassNoise::default()`.
     pub vehicle: ClassNoise,
-    /// Errors on pedestrians; default `ClassNoise::default()` with 0.06 m centre σ, 0.08 size σ,
-    /// 0.3 rad yaw σ and flip probabilities 0.10 / 0.30.
+    /// Errors on pedestrians; default `ClassNoise::default()` with 0.04 m centre σ, 0.06 size σ,
+    /// 0.3 rad yaw σ, sparsity gain 0.7 and flip probabilities 0.10 / 0.30.
     pub pedestrian: ClassNoise,
     /// Errors on cyclists; default `ClassNoise::default()` with 0.08 m centre σ, 0.15 rad yaw σ.
     pub cyclist: ClassNoise,
@@ -154,6 +156,10 @@ pub struct DetectorNoiseProfile {
     /// False positives get a hidden quality uniform in `[0, this]` in place of an IoU
     /// (unitless); default 0.5.
     pub false_positive_quality_max: f64,
+    /// σ of the log-normal confusability of each clutter object, which weights where false
+    /// positives land (unitless): 0 spreads them evenly over the clutter in range, larger values
+    /// make the same few objects fire frame after frame, as real detectors do; default 1.5.
+    pub false_positive_persistence: f64,
     /// Score = logistic(`score_slope`·(quality − `score_quality_mid`) + `score_noise`·N(0,1)):
     /// slope per unit of quality (unitless); default 10.
     pub score_slope: f64,
@@ -171,9 +177,10 @@ impl Default for DetectorNoiseProfile {
             min_score: 0.1,
             vehicle: ClassNoise::default(),
             pedestrian: ClassNoise {
-                center_sigma_m: 0.06,
-                size_sigma: 0.08,
+                center_sigma_m: 0.04,
+                size_sigma: 0.06,
                 yaw_sigma_rad: 0.3,
+                sparsity_gain: 0.7,
                 flip_probability_dense: 0.10,
                 flip_probability_sparse: 0.30,
                 ..ClassNoise::default()
@@ -186,6 +193,7 @@ impl Default for DetectorNoiseProfile {
             false_positives_per_frame: 1.0,
             false_positive_class_share: [0.4, 0.45, 0.15],
             false_positive_quality_max: 0.5,
+            false_positive_persistence: 1.5,
             score_slope: 10.0,
             score_quality_mid: 0.5,
             score_noise: 0.5,
@@ -242,11 +250,12 @@ pub fn standard_detector_profiles() -> Vec<DetectorNoiseProfile> {
             ..ClassNoise::default()
         },
         pedestrian: ClassNoise {
-            center_sigma_m: 0.09,
+            center_sigma_m: 0.05,
             z_sigma_m: 0.08,
-            size_sigma: 0.10,
+            size_sigma: 0.07,
             yaw_sigma_rad: 0.35,
-            range_gain_per_m: 0.015,
+            range_gain_per_m: 0.012,
+            sparsity_gain: 0.8,
             flip_probability_dense: 0.15,
             flip_probability_sparse: 0.35,
             recall_max: 0.85,
@@ -280,9 +289,10 @@ pub fn standard_detector_profiles() -> Vec<DetectorNoiseProfile> {
             ..ClassNoise::default()
         },
         pedestrian: ClassNoise {
-            center_sigma_m: 0.06,
-            size_sigma: 0.08,
+            center_sigma_m: 0.035,
+            size_sigma: 0.05,
             yaw_sigma_rad: 0.25,
+            sparsity_gain: 0.6,
             flip_probability_dense: 0.08,
             flip_probability_sparse: 0.25,
             recall_max: 0.93,
@@ -309,7 +319,7 @@ pub fn standard_detector_profiles() -> Vec<DetectorNoiseProfile> {
             center_sigma_m: 0.15,
             z_sigma_m: 0.12,
             size_sigma: 0.07,
-            size_bias: 0.92,
+            size_bias: 0.94,
             yaw_sigma_rad: 0.06,
             range_gain_per_m: 0.015,
             flip_probability_dense: 0.02,
@@ -320,12 +330,12 @@ pub fn standard_detector_profiles() -> Vec<DetectorNoiseProfile> {
             ..ClassNoise::default()
         },
         pedestrian: ClassNoise {
-            center_sigma_m: 0.10,
+            center_sigma_m: 0.06,
             z_sigma_m: 0.10,
-            size_sigma: 0.12,
-            size_bias: 0.93,
+            size_sigma: 0.08,
+            size_bias: 0.94,
             yaw_sigma_rad: 0.4,
-            range_gain_per_m: 0.02,
+            range_gain_per_m: 0.015,
             flip_probability_dense: 0.15,
             flip_probability_sparse: 0.35,
             recall_max: 0.80,
@@ -336,7 +346,7 @@ pub fn standard_detector_profiles() -> Vec<DetectorNoiseProfile> {
         cyclist: ClassNoise {
             center_sigma_m: 0.12,
             size_sigma: 0.10,
-            size_bias: 0.93,
+            size_bias: 0.94,
             yaw_sigma_rad: 0.2,
             flip_probability_dense: 0.05,
             flip_probability_sparse: 0.25,
@@ -466,14 +476,52 @@ impl DetectionNoiseModel {
     }
 
     /// The false positives of one frame: a Poisson count placed on `clutter` (sensor-frame boxes
-    /// of unlabelled static things) within `max_range_m`, with class-typical sizes.
+    /// of unlabelled static things) within `max_range_m`, with class-typical sizes. Which clutter
+    /// fires, and its false positive's class, size and place, are keyed by the clutter's centre
+    /// in the sensor frame: persistent over frames only for a still sensor (see
+    /// `false_positives_in_world`).
     pub fn false_positives(&self, frame_index: usize, clutter: &[Box3]) -> Vec<Detection> {
+        self.false_positives_keyed(frame_index, clutter, &Isometry3::identity())
+    }
+
+    /// As `false_positives`, with the clutter keyed by its centre in the world
+    /// (`world_from_sensor` of the frame), so the same clutter object draws the same false
+    /// positive from frame to frame while the sensor moves.
+    pub fn false_positives_in_world(
+        &self,
+        frame_index: usize,
+        clutter: &[Box3],
+        world_from_sensor: &Isometry3<f64>,
+    ) -> Vec<Detection> {
+        self.false_positives_keyed(frame_index, clutter, world_from_sensor)
+    }
+
+    fn false_positives_keyed(
+        &self,
+        frame_index: usize,
+        clutter: &[Box3],
+        key_from_sensor: &Isometry3<f64>,
+    ) -> Vec<Detection> {
         let p = &self.profile;
-        let candidates: Vec<&Box3> = clutter
+        // Each clutter object in range with its stable key and confusability weight.
+        let candidates: Vec<(&Box3, u64, f64)> = clutter
             .iter()
             .filter(|c| bev_range(c) - 0.5 * c.l.hypot(c.w) <= p.max_range_m)
+            .map(|c| {
+                let centre = key_from_sensor * c.center();
+                // Centimetre cells: static clutter keeps its key through pose round trips.
+                let key = mix_seed(&[
+                    (centre.x * 100.0).round() as i64 as u64,
+                    (centre.y * 100.0).round() as i64 as u64,
+                ]);
+                let mut keyed = self.clutter_rng(key);
+                let weight = (p.false_positive_persistence * gaussian(&mut keyed)).exp();
+                (c, key, weight)
+            })
+            .filter(|(_, _, w)| w.is_finite())
             .collect();
-        if candidates.is_empty() {
+        let total_weight: f64 = candidates.iter().map(|c| c.2).sum();
+        if candidates.is_empty() || !(total_weight > 0.0) {
             return Vec::new();
         }
         let mut rng = ChaCha8Rng::seed_from_u64(mix_seed(&[
@@ -486,20 +534,34 @@ impl DetectionNoiseModel {
         let share = p
             .false_positive_class_share
             .map(|s| if s.is_finite() { s.max(0.0) } else { 0.0 });
-        let total: f64 = share.iter().sum();
+        let total_share: f64 = share.iter().sum();
         let mut out = Vec::with_capacity(count);
         for _ in 0..count {
-            let clutter = candidates[rng.random_range(0..candidates.len())];
-            let u = rng.random::<f64>() * total;
-            let class = if u < share[0] || total <= 0.0 {
+            // The clutter, by confusability weight.
+            let mut u = rng.random::<f64>() * total_weight;
+            let mut chosen = &candidates[candidates.len() - 1];
+            for c in &candidates {
+                if u < c.2 {
+                    chosen = c;
+                    break;
+                }
+                u -= c.2;
+            }
+            let (clutter, key, _) = *chosen;
+            // What this clutter object is mistaken for, and where: the same every frame.
+            let mut keyed = self.clutter_rng(key);
+            let _weight_draw = gaussian(&mut keyed);
+            let u = keyed.random::<f64>() * total_share;
+            let class = if u < share[0] || total_share <= 0.0 {
                 ObjectClass::Vehicle
             } else if u < share[0] + share[1] {
                 ObjectClass::Pedestrian
             } else {
                 ObjectClass::Cyclist
             };
-            let size = typical_size(class).map(|v| v * (0.08 * gaussian(&mut rng)).exp());
-            let Some(local) = place_on(clutter, size.z, &mut rng) else {
+            let size = typical_size(class).map(|v| v * (0.08 * gaussian(&mut keyed)).exp());
+            let turn = f64::from(keyed.random_range(0..4u8)) * std::f64::consts::FRAC_PI_2;
+            let Some(local) = place_on(clutter, size.z, &mut keyed) else {
                 continue;
             };
             let centre = clutter.parent_from_box() * local;
@@ -507,15 +569,16 @@ impl DetectionNoiseModel {
             if centre_range.is_nan() || centre_range > p.max_range_m {
                 continue;
             }
-            let turn = f64::from(rng.random_range(0..4u8)) * std::f64::consts::FRAC_PI_2;
+            // Per-frame variation: size and yaw jitter, quality and score.
+            let jitter = Vector3::from_fn(|_, _| (0.03 * gaussian(&mut rng)).exp());
             let b = Box3 {
                 x: centre.x,
                 y: centre.y,
                 z: centre.z,
-                l: size.x,
-                w: size.y,
-                h: size.z,
-                yaw: wrap_angle(clutter.yaw + turn + 0.1 * gaussian(&mut rng)),
+                l: size.x * jitter.x,
+                w: size.y * jitter.y,
+                h: size.z * jitter.z,
+                yaw: wrap_angle(clutter.yaw + turn + 0.05 * gaussian(&mut rng)),
                 pitch: clutter.pitch,
                 roll: clutter.roll,
             };
@@ -530,6 +593,28 @@ impl DetectionNoiseModel {
                 });
             }
         }
+        out
+    }
+
+    /// The generator of one clutter object's stable draws.
+    fn clutter_rng(&self, key: u64) -> ChaCha8Rng {
+        ChaCha8Rng::seed_from_u64(mix_seed(&[self.seed, STREAM_CLUTTER, self.name_hash, key]))
+    }
+
+    /// `detect` with false positives keyed in the world (`false_positives_in_world`): what
+    /// `simulate_noisy_sequence` uses, so clutter mistaken once tends to be mistaken again.
+    pub fn detect_in_world(
+        &self,
+        frame_index: usize,
+        objects: &[ObjectTruth],
+        clutter: &[Box3],
+        world_from_sensor: &Isometry3<f64>,
+    ) -> Vec<Detection> {
+        let mut out: Vec<Detection> = objects
+            .iter()
+            .filter_map(|o| self.detect_object(frame_index, o))
+            .collect();
+        out.extend(self.false_positives_in_world(frame_index, clutter, world_from_sensor));
         out
     }
 
@@ -590,6 +675,341 @@ fn place_on(clutter: &Box3, height: f64, rng: &mut impl rand::Rng) -> Option<Poi
         Point3::new(along, sign * hw, z)
     };
     Some(point)
+}
+
+/// Classes with fewer matched boxes than this keep the default `ClassNoise` when fitting.
+pub const FIT_MIN_MATCHES: usize = 20;
+
+/// BEV centre distance within which a detection may match a true box of its class (m).
+fn match_gate_m(class: ObjectClass) -> f64 {
+    match class {
+        ObjectClass::Pedestrian => 1.0,
+        ObjectClass::Cyclist => 1.5,
+        ObjectClass::Vehicle | ObjectClass::Unknown => 2.0,
+    }
+}
+
+fn class_index(class: ObjectClass) -> usize {
+    match class {
+        ObjectClass::Vehicle | ObjectClass::Unknown => 0,
+        ObjectClass::Pedestrian => 1,
+        ObjectClass::Cyclist => 2,
+    }
+}
+
+/// A matched (truth, detection) pair as the fit sees it.
+struct FitPair {
+    range_m: f64,
+    points: Option<u64>,
+    /// Centre errors x, y, z (m).
+    centre: [f64; 3],
+    /// Log size ratios l, w, h.
+    log_size: [f64; 3],
+    /// Yaw error with the flip removed (rad).
+    yaw: f64,
+    flipped: bool,
+}
+
+/// A true box and whether it was detected.
+struct FitTruth {
+    range_m: f64,
+    points: Option<u64>,
+    detected: bool,
+}
+
+/// Least squares `y ≈ X·c` for up to 3 features via the normal equations; `None` when singular.
+fn least_squares<const K: usize>(rows: &[([f64; K], f64)]) -> Option<[f64; K]> {
+    let mut a = nalgebra::DMatrix::<f64>::zeros(K, K);
+    let mut b = nalgebra::DVector::<f64>::zeros(K);
+    for (x, y) in rows {
+        for i in 0..K {
+            b[i] += x[i] * y;
+            for j in 0..K {
+                a[(i, j)] += x[i] * x[j];
+            }
+        }
+    }
+    let c = a.lu().solve(&b)?;
+    c.iter().all(|v| v.is_finite()).then(|| std::array::from_fn(|i| c[i]))
+}
+
+fn logit(p: f64) -> f64 {
+    let p = p.clamp(1e-6, 1.0 - 1e-6);
+    (p / (1.0 - p)).ln()
+}
+
+/// Fits one class's parameters; `default` fills what the data cannot tell.
+fn fit_class(pairs: &[FitPair], truths: &[FitTruth], max_range_m: f64, default: &ClassNoise) -> ClassNoise {
+    if pairs.len() < FIT_MIN_MATCHES {
+        return default.clone();
+    }
+    let with_points = pairs.iter().all(|p| p.points.is_some()) && truths.iter().all(|t| t.points.is_some());
+    let pts = |p: Option<u64>| u32::try_from(p.unwrap_or(0)).unwrap_or(u32::MAX);
+    let abs_scale = (std::f64::consts::PI / 2.0).sqrt();
+    // Range and sparsity gains from E|e| = σ·g·√(2/π), linear in [1, r, s(n)]; sparse_points by
+    // the smallest residual over a grid.
+    let mut best: Option<(f64, f64, f64, f64)> = None; // (residual, a, b, sparse_points)
+    let grid: &[f64] = if with_points {
+        &[3.0, 5.0, 10.0, 20.0, 30.0, 50.0, 100.0, 200.0]
+    } else {
+        &[30.0]
+    };
+    for &sp in grid {
+        let probe = ClassNoise {
+            sparse_points: sp,
+            ..ClassNoise::default()
+        };
+        let rows: Vec<([f64; 3], f64)> = pairs
+            .iter()
+            .flat_map(|p| {
+                let s = if with_points {
+                    probe.sparsity(pts(p.points))
+                } else {
+                    0.0
+                };
+                [0, 1].map(|k| ([1.0, p.range_m, s], p.centre[k].abs() * abs_scale))
+            })
+            .collect();
+        let (a, b, residual) = if with_points {
+            match least_squares(&rows) {
+                Some(c) => {
+                    let r: f64 = rows
+                        .iter()
+                        .map(|(x, y)| (y - c[0] - c[1] * x[1] - c[2] * x[2]).powi(2))
+                        .sum();
+                    (c[1] / c[0], c[2] / c[0], r)
+                }
+                None => continue,
+            }
+        } else {
+            let rows2: Vec<([f64; 2], f64)> = rows.iter().map(|(x, y)| ([x[0], x[1]], *y)).collect();
+            match least_squares(&rows2) {
+                Some(c) => (c[1] / c[0], 0.0, 0.0),
+                None => continue,
+            }
+        };
+        let (a, b) = if a.is_finite() && b.is_finite() {
+            (a.max(0.0), b.max(0.0))
+        } else {
+            (0.0, 0.0)
+        };
+        if best.is_none_or(|(r, ..)| residual < r) {
+            best = Some((residual, a, b, sp));
+        }
+    }
+    let (_, range_gain, sparsity_gain, sparse_points) = best.unwrap_or((0.0, 0.0, 0.0, default.sparse_points));
+    let mut fitted = ClassNoise {
+        range_gain_per_m: range_gain,
+        sparsity_gain,
+        sparse_points,
+        ..default.clone()
+    };
+    let g: Vec<f64> = pairs.iter().map(|p| fitted.growth(p.range_m, pts(p.points))).collect();
+    let rms = |f: &dyn Fn(&FitPair) -> Vec<f64>| -> f64 {
+        let mut sum = 0.0;
+        let mut count = 0usize;
+        for (p, g) in pairs.iter().zip(&g) {
+            for v in f(p) {
+                sum += (v / g).powi(2);
+                count += 1;
+            }
+        }
+        if count == 0 { 0.0 } else { (sum / count as f64).sqrt() }
+    };
+    fitted.center_sigma_m = rms(&|p| vec![p.centre[0], p.centre[1]]);
+    fitted.z_sigma_m = rms(&|p| vec![p.centre[2]]);
+    let n3 = 3.0 * pairs.len() as f64;
+    let log_bias = pairs.iter().flat_map(|p| p.log_size).sum::<f64>() / n3;
+    fitted.size_bias = log_bias.exp();
+    fitted.size_sigma = rms(&|p| p.log_size.iter().map(|v| v - log_bias).collect());
+    fitted.yaw_sigma_rad = rms(&|p| vec![p.yaw]);
+    // Flips: linear in sparsity.
+    let flip_rows: Vec<([f64; 2], f64)> = pairs
+        .iter()
+        .map(|p| {
+            let s = if with_points {
+                fitted.sparsity(pts(p.points))
+            } else {
+                0.0
+            };
+            ([1.0, s], if p.flipped { 1.0 } else { 0.0 })
+        })
+        .collect();
+    let flip_mean = flip_rows.iter().map(|r| r.1).sum::<f64>() / flip_rows.len() as f64;
+    let (dense, sparse) = match (with_points, least_squares(&flip_rows)) {
+        (true, Some(c)) => (c[0], c[0] + c[1]),
+        _ => (flip_mean, flip_mean),
+    };
+    fitted.flip_probability_dense = dense.clamp(0.0, 1.0);
+    fitted.flip_probability_sparse = sparse.clamp(0.0, 1.0);
+    // Misses: maximum likelihood over a grid of (points at half recall, range gain), recall_max
+    // from the detected share given both.
+    let in_range: Vec<&FitTruth> = truths.iter().filter(|t| t.range_m <= max_range_m).collect();
+    let detected = in_range.iter().filter(|t| t.detected).count() as f64;
+    let n50_grid: Vec<f64> = if with_points {
+        std::iter::once(0.0)
+            .chain((0..36).map(|k| 0.5 * 1.16f64.powi(k)))
+            .collect()
+    } else {
+        vec![0.0]
+    };
+    let mut best_ll = f64::NEG_INFINITY;
+    for &n50 in &n50_grid {
+        for k in 0..=40 {
+            let m = 0.0005 * f64::from(k);
+            let probe = ClassNoise {
+                recall_max: 1.0,
+                points_at_half_recall: n50,
+                miss_range_gain_per_m: m,
+                ..ClassNoise::default()
+            };
+            let f: Vec<f64> = in_range
+                .iter()
+                .map(|t| probe.detection_probability(t.range_m, pts(t.points)))
+                .collect();
+            let total: f64 = f.iter().sum();
+            if total <= 0.0 {
+                continue;
+            }
+            let recall = (detected / total).clamp(0.0, 1.0);
+            let ll: f64 = in_range
+                .iter()
+                .zip(&f)
+                .map(|(t, f)| {
+                    let p = (recall * f).clamp(1e-9, 1.0 - 1e-9);
+                    if t.detected { p.ln() } else { (1.0 - p).ln() }
+                })
+                .sum();
+            if ll > best_ll {
+                best_ll = ll;
+                fitted.recall_max = recall;
+                fitted.points_at_half_recall = n50;
+                fitted.miss_range_gain_per_m = m;
+            }
+        }
+    }
+    fitted
+}
+
+impl DetectorNoiseProfile {
+    /// Measures a detector's profile from its boxes and the truth of the same frames (any frame,
+    /// e.g. the sensor frame; `EvalBox::num_points` of the truth drives the sparsity terms, which
+    /// are left out when any truth box lacks it). Detections match the nearest same-class true
+    /// box within a BEV centre gate (2 / 1 / 1.5 m for vehicle / pedestrian / cyclist), highest
+    /// score first; a yaw error beyond ±π/2 counts as a flip. Classes with fewer than
+    /// `FIT_MIN_MATCHES` matches keep `DetectorNoiseProfile::default()`'s values. The method is
+    /// written out in `docs/simulator.md`.
+    pub fn fit(truth: &[EvalBox], detections: &[EvalBox]) -> DetectorNoiseProfile {
+        let default = DetectorNoiseProfile::default();
+        let mut frames: std::collections::BTreeMap<&FrameKey, (Vec<&EvalBox>, Vec<&EvalBox>)> = Default::default();
+        for t in truth {
+            frames.entry(&t.frame).or_default().0.push(t);
+        }
+        for d in detections {
+            frames.entry(&d.frame).or_default().1.push(d);
+        }
+        let mut pairs: [Vec<FitPair>; 3] = Default::default();
+        let mut truths: [Vec<FitTruth>; 3] = Default::default();
+        // (class index, score) of unmatched detections; (quality, score) of matched ones.
+        let mut false_positives: Vec<(usize, f64)> = Vec::new();
+        let mut calibration: Vec<(f64, f64)> = Vec::new();
+        let mut max_detected_range: f64 = 0.0;
+        let mut min_score = f64::INFINITY;
+        for (gt, det) in frames.values() {
+            let mut taken = vec![false; gt.len()];
+            let mut order: Vec<&&EvalBox> = det.iter().collect();
+            order.sort_by(|a, b| b.score.total_cmp(&a.score));
+            for d in order {
+                min_score = min_score.min(d.score);
+                let c = class_index(d.class);
+                let gate = match_gate_m(d.class);
+                let nearest = gt
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, t)| !taken[*i] && class_index(t.class) == c)
+                    .map(|(i, t)| (i, (t.bbox.x - d.bbox.x).hypot(t.bbox.y - d.bbox.y)))
+                    .filter(|(_, dist)| *dist <= gate)
+                    .min_by(|a, b| a.1.total_cmp(&b.1));
+                let Some((i, _)) = nearest else {
+                    false_positives.push((c, d.score));
+                    continue;
+                };
+                taken[i] = true;
+                let t = &gt[i].bbox;
+                let b = &d.bbox;
+                let dyaw = wrap_angle(b.yaw - t.yaw);
+                let flipped = dyaw.abs() > std::f64::consts::FRAC_PI_2;
+                let range_m = bev_range(t);
+                max_detected_range = max_detected_range.max(range_m);
+                pairs[c].push(FitPair {
+                    range_m,
+                    points: gt[i].num_points,
+                    centre: [b.x - t.x, b.y - t.y, b.z - t.z],
+                    log_size: [(b.l / t.l).ln(), (b.w / t.w).ln(), (b.h / t.h).ln()],
+                    yaw: if flipped {
+                        wrap_angle(dyaw + std::f64::consts::PI)
+                    } else {
+                        dyaw
+                    },
+                    flipped,
+                });
+                calibration.push((iou_bev(b, t), d.score));
+            }
+            for (t, taken) in gt.iter().zip(&taken) {
+                truths[class_index(t.class)].push(FitTruth {
+                    range_m: bev_range(&t.bbox),
+                    points: t.num_points,
+                    detected: *taken,
+                });
+            }
+        }
+        let max_range_m = if pairs.iter().all(Vec::is_empty) {
+            default.max_range_m
+        } else {
+            max_detected_range
+        };
+        let classes = [&default.vehicle, &default.pedestrian, &default.cyclist];
+        let [vehicle, pedestrian, cyclist] =
+            std::array::from_fn(|c| fit_class(&pairs[c], &truths[c], max_range_m, classes[c]));
+        let mut fitted = DetectorNoiseProfile {
+            name: "fitted".to_string(),
+            max_range_m,
+            min_score: if min_score.is_finite() {
+                min_score
+            } else {
+                default.min_score
+            },
+            vehicle,
+            pedestrian,
+            cyclist,
+            false_positives_per_frame: false_positives.len() as f64 / frames.len().max(1) as f64,
+            ..default.clone()
+        };
+        if !false_positives.is_empty() {
+            let mut share = [0.0; 3];
+            for (c, _) in &false_positives {
+                share[*c] += 1.0 / false_positives.len() as f64;
+            }
+            fitted.false_positive_class_share = share;
+        }
+        // Score calibration: logit(score) = slope·quality + intercept + noise.
+        let rows: Vec<([f64; 2], f64)> = calibration.iter().map(|&(q, s)| ([1.0, q], logit(s))).collect();
+        if calibration.len() >= FIT_MIN_MATCHES
+            && let Some([intercept, slope]) = least_squares(&rows)
+            && slope > 1e-6
+        {
+            fitted.score_slope = slope;
+            fitted.score_quality_mid = -intercept / slope;
+            let residual: f64 = rows.iter().map(|(x, y)| (y - intercept - slope * x[1]).powi(2)).sum();
+            fitted.score_noise = (residual / (rows.len() - 2) as f64).sqrt();
+            if !false_positives.is_empty() {
+                // FP logit mean = slope·(Q/2 − mid) ⇒ Q = 2·(mean/slope + mid).
+                let mean = false_positives.iter().map(|(_, s)| logit(*s)).sum::<f64>() / false_positives.len() as f64;
+                fitted.false_positive_quality_max = (2.0 * (mean / slope + fitted.score_quality_mid)).clamp(0.0, 1.0);
+            }
+        }
+        fitted
+    }
 }
 
 #[cfg(test)]

@@ -40,7 +40,8 @@ pub struct NoisySequence {
 }
 
 /// Simulates `frames` consecutive sweeps of `platform` from `seed` (overriding `config.frames`)
-/// and runs one noise model per profile (all seeded by `seed`) on each sweep's truth and clutter.
+/// and runs one noise model per profile (all seeded by `seed`) on each sweep's truth and clutter
+/// (`DetectionNoiseModel::detect_in_world`, so false positives persist on the same clutter).
 pub fn simulate_noisy_sequence(
     config: SimConfig,
     platform: Platform,
@@ -66,7 +67,10 @@ pub fn simulate_noisy_sequence(
             .cloned()
             .collect();
         let clutter = simulator.clutter_in_sensor(&sweep, clutter_range);
-        let detections = models.iter().flat_map(|m| m.detect(index, &truth, &clutter)).collect();
+        let detections = models
+            .iter()
+            .flat_map(|m| m.detect_in_world(index, &truth, &clutter, &sweep.world_from_sensor))
+            .collect();
         let points = simulator
             .sweep_points(&sweep)
             .iter()
