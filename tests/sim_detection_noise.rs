@@ -41,6 +41,7 @@ fn no_miss_noise() -> ClassNoise {
         z_sigma_m: 0.1,
         size_sigma: 0.06,
         size_bias: 0.9,
+        size_track_correlation: 0.0,
         yaw_sigma_rad: 0.05,
         range_gain_per_m: 0.01,
         sparsity_gain: 0.5,
@@ -417,8 +418,9 @@ fn object_at(track_id: u32, class: ObjectClass, x: f64, y: f64, yaw: f64, points
     }
 }
 
-/// Detections of `profile` over `frames` synthetic frames (objects on a 6 m grid in y > 0, range
-/// and points drawn independently; clutter in y < −20) as evaluator boxes: (truth, detections).
+/// Detections of `profile` over `frames` synthetic frames (one track per cell of a 6 m grid in
+/// y > 0, each visible in a fifth of the frames with fresh points; clutter in y < −20) as
+/// evaluator boxes: (truth, detections).
 fn synthetic_run(
     profile: DetectorNoiseProfile,
     frames: usize,
@@ -435,14 +437,19 @@ fn synthetic_run(
         .flat_map(|i| (0..11).map(move |j| (6.0 * f64::from(i), 3.0 + 6.0 * f64::from(j))))
         .collect();
     let (mut truth, mut detections) = (Vec::new(), Vec::new());
-    let mut track = 0;
     for f in 0..frames {
-        let chosen: Vec<(f64, f64)> = cells.iter().copied().filter(|_| rng.random_bool(0.2)).collect();
+        // Each cell holds one track of a fixed class; a fifth of the cells show up per frame.
+        let chosen: Vec<(usize, (f64, f64))> = cells
+            .iter()
+            .copied()
+            .enumerate()
+            .filter(|_| rng.random_bool(0.2))
+            .collect();
         let objects: Vec<ObjectTruth> = chosen
             .into_iter()
-            .map(|(x, y)| {
-                track += 1;
-                let u: f64 = rng.random();
+            .map(|(cell, (x, y))| {
+                let track = cell as u32 + 1;
+                let u = (cell as f64 * 0.618_034).fract();
                 let class = if u < 0.6 {
                     ObjectClass::Vehicle
                 } else if u < 0.9 {
@@ -479,6 +486,7 @@ fn fitting_the_models_own_output_recovers_its_parameters() {
         z_sigma_m: 0.08,
         size_sigma: 0.05,
         size_bias: 0.93,
+        size_track_correlation: 0.5,
         yaw_sigma_rad: 0.05,
         range_gain_per_m: 0.015,
         sparsity_gain: 1.0,
@@ -506,6 +514,7 @@ fn fitting_the_models_own_output_recovers_its_parameters() {
     assert_close("size bias", v.size_bias, 0.93, 0.01);
     assert_close("size σ", v.size_sigma, 0.05, 0.0075);
     assert_close("yaw σ", v.yaw_sigma_rad, 0.05, 0.0075);
+    assert_close("size track correlation", v.size_track_correlation, 0.5, 0.1);
     // The σ growth over the data: compare g at two corners rather than the collinear parameters.
     for (r, n) in [(10.0, 1000), (60.0, 5)] {
         assert_close(

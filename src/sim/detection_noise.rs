@@ -21,6 +21,7 @@ use crate::geometry::{Box3, iou_bev, wrap_angle};
 const STREAM_OBJECT: u64 = 0x6f62_6a65_6374;
 const STREAM_FALSE_POSITIVE: u64 = 0x6661_6c73_6570;
 const STREAM_CLUTTER: u64 = 0x636c_7574_7465;
+const STREAM_TRACK: u64 = 0x7472_6163_6b73;
 
 /// How one detector errs on one class. `growth(r, n) = 1 + range_gain_per_m·r +
 /// sparsity_gain·sparsity(n)` with `sparsity(n) = sparse_points / (sparse_points + n)` scales
@@ -36,6 +37,9 @@ pub struct ClassNoise {
     pub size_sigma: f64,
     /// Multiplicative bias of every extent (unitless; < 1 under-estimates); default 1.0.
     pub size_bias: f64,
+    /// Share of the log-size error variance that is fixed per track (unitless, 0–1): a detector
+    /// mis-sizes the same object alike from frame to frame; default 0.5.
+    pub size_track_correlation: f64,
     /// σ of the yaw error, flips aside (rad); default 0.04.
     pub yaw_sigma_rad: f64,
     /// Relative growth of every σ per metre of BEV range (1/m); default 0.01.
@@ -64,6 +68,7 @@ impl Default for ClassNoise {
             z_sigma_m: 0.08,
             size_sigma: 0.05,
             size_bias: 1.0,
+            size_track_correlation: 0.5,
             yaw_sigma_rad: 0.04,
             range_gain_per_m: 0.01,
             sparsity_gain: 1.0,
@@ -85,6 +90,7 @@ impl ClassNoise {
             z_sigma_m: 0.0,
             size_sigma: 0.0,
             size_bias: 1.0,
+            size_track_correlation: 0.0,
             yaw_sigma_rad: 0.0,
             range_gain_per_m: 0.0,
             sparsity_gain: 0.0,
@@ -457,9 +463,19 @@ impl DetectionNoiseModel {
         b.x += noise.center_sigma_m * g * gaussian(&mut rng);
         b.y += noise.center_sigma_m * g * gaussian(&mut rng);
         b.z += noise.z_sigma_m * g * gaussian(&mut rng);
-        b.l *= noise.size_bias * (noise.size_sigma * g * gaussian(&mut rng)).exp();
-        b.w *= noise.size_bias * (noise.size_sigma * g * gaussian(&mut rng)).exp();
-        b.h *= noise.size_bias * (noise.size_sigma * g * gaussian(&mut rng)).exp();
+        // Log-size error: a per-track part (its own generator, the same every frame) and a
+        // per-frame part, mixed to unit variance.
+        let rho = noise.size_track_correlation.clamp(0.0, 1.0);
+        let mut track_rng = ChaCha8Rng::seed_from_u64(mix_seed(&[
+            self.seed,
+            STREAM_TRACK,
+            self.name_hash,
+            u64::from(object.track_id),
+        ]));
+        for extent in [&mut b.l, &mut b.w, &mut b.h] {
+            let z = rho.sqrt() * gaussian(&mut track_rng) + (1.0 - rho).sqrt() * gaussian(&mut rng);
+            *extent *= noise.size_bias * (noise.size_sigma * g * z).exp();
+        }
         let yaw_error = noise.yaw_sigma_rad * g * gaussian(&mut rng);
         let flip = rng.random::<f64>() < noise.flip_probability(n);
         if yaw_error != 0.0 || flip {
@@ -699,6 +715,8 @@ fn class_index(class: ObjectClass) -> usize {
 
 /// A matched (truth, detection) pair as the fit sees it.
 struct FitPair {
+    /// (sequence, track id) of the true box, when it has one.
+    track: Option<(String, String)>,
     range_m: f64,
     points: Option<u64>,
     /// Centre errors x, y, z (m).
@@ -823,6 +841,25 @@ fn fit_class(pairs: &[FitPair], truths: &[FitTruth], max_range_m: f64, default: 
     fitted.size_bias = log_bias.exp();
     fitted.size_sigma = rms(&|p| p.log_size.iter().map(|v| v - log_bias).collect());
     fitted.yaw_sigma_rad = rms(&|p| vec![p.yaw]);
+    // Per-track share of the log-size variance: correlation of normalised log-size errors of
+    // consecutive detections of one track (pairs come in frame order).
+    if fitted.size_sigma > 0.0 {
+        let mut last: std::collections::HashMap<&(String, String), [f64; 3]> = Default::default();
+        let (mut cross, mut square) = (0.0, 0.0);
+        for (p, g) in pairs.iter().zip(&g) {
+            let z = p.log_size.map(|v| (v - log_bias) / (fitted.size_sigma * g));
+            let Some(track) = &p.track else { continue };
+            if let Some(previous) = last.insert(track, z) {
+                for k in 0..3 {
+                    cross += previous[k] * z[k];
+                    square += 0.5 * (previous[k] * previous[k] + z[k] * z[k]);
+                }
+            }
+        }
+        if square > 0.0 {
+            fitted.size_track_correlation = (cross / square).clamp(0.0, 1.0);
+        }
+    }
     // Flips: linear in sparsity.
     let flip_rows: Vec<([f64; 2], f64)> = pairs
         .iter()
@@ -942,6 +979,7 @@ impl DetectorNoiseProfile {
                 let range_m = bev_range(t);
                 max_detected_range = max_detected_range.max(range_m);
                 pairs[c].push(FitPair {
+                    track: gt[i].track_id.clone().map(|id| (gt[i].frame.sequence.clone(), id)),
                     range_m,
                     points: gt[i].num_points,
                     centre: [b.x - t.x, b.y - t.y, b.z - t.z],
