@@ -157,10 +157,10 @@ pub struct DetectorNoiseProfile {
     /// Mean number of false positives per frame (Poisson), placed on static clutter; default 1.0.
     pub false_positives_per_frame: f64,
     /// Share of false positives per class `[vehicle, pedestrian, cyclist]` (unitless, normalised
-    /// when drawn); default `[0.4, 0.45, 0.15]`.
+    /// when drawn); default `[0.6, 0.3, 0.1]`.
     pub false_positive_class_share: [f64; 3],
     /// False positives get a hidden quality uniform in `[0, this]` in place of an IoU
-    /// (unitless); default 0.5.
+    /// (unitless); default 0.45.
     pub false_positive_quality_max: f64,
     /// σ of the log-normal confusability of each clutter object, which weights where false
     /// positives land (unitless): 0 spreads them evenly over the clutter in range, larger values
@@ -197,8 +197,8 @@ impl Default for DetectorNoiseProfile {
                 ..ClassNoise::default()
             },
             false_positives_per_frame: 1.0,
-            false_positive_class_share: [0.4, 0.45, 0.15],
-            false_positive_quality_max: 0.5,
+            false_positive_class_share: [0.6, 0.3, 0.1],
+            false_positive_quality_max: 0.45,
             false_positive_persistence: 1.5,
             score_slope: 10.0,
             score_quality_mid: 0.5,
@@ -256,16 +256,16 @@ pub fn standard_detector_profiles() -> Vec<DetectorNoiseProfile> {
             ..ClassNoise::default()
         },
         pedestrian: ClassNoise {
-            center_sigma_m: 0.05,
+            center_sigma_m: 0.045,
             z_sigma_m: 0.08,
             size_sigma: 0.07,
-            yaw_sigma_rad: 0.35,
-            range_gain_per_m: 0.012,
-            sparsity_gain: 0.8,
+            yaw_sigma_rad: 0.3,
+            range_gain_per_m: 0.008,
+            sparsity_gain: 0.5,
             flip_probability_dense: 0.15,
             flip_probability_sparse: 0.35,
             recall_max: 0.85,
-            points_at_half_recall: 12.0,
+            points_at_half_recall: 8.0,
             miss_range_gain_per_m: 0.004,
             ..ClassNoise::default()
         },
@@ -280,7 +280,8 @@ pub fn standard_detector_profiles() -> Vec<DetectorNoiseProfile> {
             ..ClassNoise::default()
         },
         false_positives_per_frame: 1.5,
-        false_positive_class_share: [0.35, 0.5, 0.15],
+        false_positive_class_share: [0.55, 0.3, 0.15],
+        false_positive_quality_max: 0.4,
         ..base.clone()
     };
     let centerpoint = DetectorNoiseProfile {
@@ -295,10 +296,11 @@ pub fn standard_detector_profiles() -> Vec<DetectorNoiseProfile> {
             ..ClassNoise::default()
         },
         pedestrian: ClassNoise {
-            center_sigma_m: 0.035,
+            center_sigma_m: 0.03,
             size_sigma: 0.05,
-            yaw_sigma_rad: 0.25,
-            sparsity_gain: 0.6,
+            yaw_sigma_rad: 0.2,
+            range_gain_per_m: 0.008,
+            sparsity_gain: 0.5,
             flip_probability_dense: 0.08,
             flip_probability_sparse: 0.25,
             recall_max: 0.93,
@@ -315,8 +317,8 @@ pub fn standard_detector_profiles() -> Vec<DetectorNoiseProfile> {
             ..ClassNoise::default()
         },
         false_positives_per_frame: 3.0,
-        false_positive_class_share: [0.4, 0.45, 0.15],
-        false_positive_quality_max: 0.6,
+        false_positive_class_share: [0.6, 0.3, 0.1],
+        false_positive_quality_max: 0.5,
         ..base.clone()
     };
     let second_shifted = DetectorNoiseProfile {
@@ -336,16 +338,17 @@ pub fn standard_detector_profiles() -> Vec<DetectorNoiseProfile> {
             ..ClassNoise::default()
         },
         pedestrian: ClassNoise {
-            center_sigma_m: 0.06,
+            center_sigma_m: 0.055,
             z_sigma_m: 0.10,
             size_sigma: 0.08,
             size_bias: 0.94,
-            yaw_sigma_rad: 0.4,
-            range_gain_per_m: 0.015,
+            yaw_sigma_rad: 0.35,
+            range_gain_per_m: 0.01,
+            sparsity_gain: 0.6,
             flip_probability_dense: 0.15,
             flip_probability_sparse: 0.35,
             recall_max: 0.80,
-            points_at_half_recall: 15.0,
+            points_at_half_recall: 10.0,
             miss_range_gain_per_m: 0.005,
             ..ClassNoise::default()
         },
@@ -362,7 +365,8 @@ pub fn standard_detector_profiles() -> Vec<DetectorNoiseProfile> {
             ..ClassNoise::default()
         },
         false_positives_per_frame: 2.0,
-        false_positive_class_share: [0.45, 0.4, 0.15],
+        false_positive_class_share: [0.6, 0.3, 0.1],
+        false_positive_quality_max: 0.45,
         score_noise: 0.8,
         ..base
     };
@@ -537,7 +541,7 @@ impl DetectionNoiseModel {
             .filter(|(_, _, w)| w.is_finite())
             .collect();
         let total_weight: f64 = candidates.iter().map(|c| c.2).sum();
-        if candidates.is_empty() || !(total_weight > 0.0) {
+        if candidates.is_empty() || total_weight.is_nan() || total_weight <= 0.0 {
             return Vec::new();
         }
         let mut rng = ChaCha8Rng::seed_from_u64(mix_seed(&[
