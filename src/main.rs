@@ -55,6 +55,10 @@ enum Command {
         /// An `EvalConfig` TOML file; defaults apply to everything it leaves out.
         #[arg(long)]
         config: Option<PathBuf>,
+        /// Also measure the predictions' detection-noise profile against the ground truth
+        /// (`sim::DetectorNoiseProfile::fit`) and write it to this TOML file.
+        #[arg(long)]
+        fit_noise_profile: Option<PathBuf>,
     },
     /// Run one detector on one frame and print (or export as JSON) its boxes.
     ///
@@ -131,6 +135,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             pred_format,
             json,
             config,
+            fit_noise_profile,
         } => {
             let config = match config {
                 Some(path) => boxlayer::eval::read_config(&path)?,
@@ -138,7 +143,20 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             };
             let gt_format = format.unwrap_or_else(|| boxlayer::eval::InputFormat::guess(&gt));
             let pred_format = pred_format.unwrap_or_else(|| boxlayer::eval::InputFormat::guess(&pred));
-            let report = boxlayer::eval::run(&gt, gt_format, &pred, pred_format, &config).context("eval")?;
+            let report = match fit_noise_profile {
+                None => boxlayer::eval::run(&gt, gt_format, &pred, pred_format, &config).context("eval")?,
+                Some(out) => {
+                    let gt_data = boxlayer::eval::load(&gt, gt_format).context("eval")?;
+                    let pred_data = boxlayer::eval::load(&pred, pred_format).context("eval")?;
+                    let mut profile = boxlayer::sim::DetectorNoiseProfile::fit(&gt_data.boxes, &pred_data.boxes);
+                    if let Some(stem) = pred.file_stem() {
+                        profile.name = stem.to_string_lossy().into_owned();
+                    }
+                    let text = toml::to_string(&profile).context("serialise the fitted noise profile")?;
+                    std::fs::write(&out, text).with_context(|| format!("{}: write", out.display()))?;
+                    boxlayer::eval::evaluate(&gt_data, &pred_data, &config).context("eval")?
+                }
+            };
             print!("{report}");
             if let Some(path) = json {
                 boxlayer::eval::write_json_report(&path, &report)?;
