@@ -8,7 +8,7 @@ use kiddo::{ImmutableKdTree, SquaredEuclidean};
 use super::FuseError;
 
 /// The distinct radius neighbourhoods with at least `min_members` members, each as ascending
-/// indices into `centres`, ordered lexicographically (deterministic).
+/// indices into `centres`, in the order of the first box whose ball forms them (deterministic).
 pub fn radius_clusters(centres: &[[f64; 3]], radius_m: f64, min_members: usize) -> Result<Vec<Vec<usize>>, FuseError> {
     let mut clusters: Vec<Vec<usize>> = Vec::new();
     if centres.len() < min_members.max(1) {
@@ -18,19 +18,37 @@ pub fn radius_clusters(centres: &[[f64; 3]], radius_m: f64, min_members: usize) 
         reason: format!("cannot build the k-d tree over {} centres: {e:?}", centres.len()),
     })?;
     let radius_squared = radius_m * radius_m;
-    for centre in centres {
-        let mut members: Vec<usize> = Vec::new();
+    // Neighbourhoods go into one flat buffer; `span_of[i]` is box i's kept neighbourhood, if any.
+    // N(i) = N(j) implies j ∈ N(i), so a duplicate can only be the neighbourhood of a member
+    // seen earlier: comparing against those replaces a global sort.
+    let mut flat: Vec<u32> = Vec::with_capacity(centres.len() * 4);
+    let mut span_of: Vec<Option<(usize, usize)>> = vec![None; centres.len()];
+    let mut kept: Vec<(usize, usize)> = Vec::new();
+    for (i, centre) in centres.iter().enumerate() {
+        let start = flat.len();
         tree.query(centre)
             .within::<SquaredEuclidean<f64>>(radius_squared)
             .unsorted()
-            .visit(|hit| members.push(hit.item as usize));
-        if members.len() >= min_members {
-            members.sort_unstable();
-            clusters.push(members);
+            .visit(|hit| flat.push(hit.item));
+        let len = flat.len() - start;
+        if len < min_members {
+            flat.truncate(start);
+            continue;
+        }
+        flat[start..].sort_unstable();
+        let members = &flat[start..start + len];
+        let duplicate = members.iter().any(|&j| {
+            (j as usize) < i && span_of[j as usize].is_some_and(|(s, l)| l == len && flat[s..s + l] == *members)
+        });
+        span_of[i] = Some((start, len));
+        if !duplicate {
+            kept.push((start, len));
         }
     }
-    clusters.sort_unstable();
-    clusters.dedup();
+    clusters.extend(
+        kept.iter()
+            .map(|&(s, l)| flat[s..s + l].iter().map(|&i| i as usize).collect()),
+    );
     Ok(clusters)
 }
 
@@ -67,7 +85,8 @@ mod tests {
             (state >> 11) as f64 / (1u64 << 53) as f64
         };
         let cloud: Vec<[f64; 3]> = (0..300).map(|_| [next() * 30.0, next() * 30.0, next()]).collect();
-        let got = radius_clusters(&cloud, 1.5, 2).unwrap();
+        let mut got = radius_clusters(&cloud, 1.5, 2).unwrap();
+        got.sort();
         let mut want: Vec<Vec<usize>> = cloud
             .iter()
             .map(|a| {

@@ -2,7 +2,7 @@
 
 use super::cluster::radius_clusters;
 use super::config::{ClassFusionConfig, FusionConfig, FusionMethod};
-use super::kbf::{KbfMember, fuse_cluster};
+use super::kbf::{KbfMember, KbfScratch, fuse_cluster_in};
 use super::wbf::weighted_boxes_fusion;
 use super::{FuseError, FusedBox};
 use crate::detect::Detection;
@@ -174,6 +174,7 @@ fn kbf(
     let clusters = radius_clusters(&centres, config.radius_m, config.min_votes as usize)?;
     let mut fused = Vec::with_capacity(clusters.len());
     let mut members = Vec::new();
+    let mut scratch = KbfScratch::default();
     for cluster in clusters {
         members.clear();
         members.extend(cluster.iter().map(|&k| {
@@ -185,7 +186,7 @@ fn kbf(
                 weight: score * input.detector_weights[k],
             }
         }));
-        let (box3, score) = fuse_cluster(&members, config)?;
+        let (box3, score) = fuse_cluster_in(&members, config, &mut scratch)?;
         let indices = cluster.iter().map(|&k| input.indices[k]).collect();
         let mut b = fused_box(detections, indices, box3, class, score);
         if config.score_by_detector_share {
@@ -278,6 +279,7 @@ fn union_nms(
         let best = kept
             .iter()
             .enumerate()
+            .filter(|&(_, &k)| footprints_may_touch(&boxes[k], &boxes[j]))
             .map(|(slot, &k)| (slot, iou_bev(&boxes[k], &boxes[j])))
             .max_by(|a, b| a.1.total_cmp(&b.1).then(b.0.cmp(&a.0)));
         if let Some((slot, _)) = best {
@@ -292,6 +294,13 @@ fn union_nms(
             fused_box(detections, indices, d.box3, class, f64::from(d.score))
         })
         .collect()
+}
+
+/// Whether the BEV circumscribed circles of two boxes meet (a cheap test before an exact IoU).
+pub(crate) fn footprints_may_touch(a: &Box3, b: &Box3) -> bool {
+    let reach = 0.5 * (a.l.hypot(a.w) + b.l.hypot(b.w));
+    let (dx, dy) = (a.x - b.x, a.y - b.y);
+    dx * dx + dy * dy <= reach * reach
 }
 
 #[cfg(test)]

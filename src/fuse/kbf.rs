@@ -5,7 +5,7 @@
 
 use super::FuseError;
 use super::config::ClassFusionConfig;
-use super::kde::{GaussianKde, yaw_mode_member, yaw_nearest_circular_mean};
+use super::kde::{GaussianKde, yaw_mode_member_in, yaw_nearest_circular_mean};
 use crate::geometry::Box3;
 
 /// One box of a cluster as KBF sees it.
@@ -40,7 +40,7 @@ pub fn fuse_cluster(members: &[KbfMember], config: &ClassFusionConfig) -> Result
         }),
         1 => Ok((members[0].box3, members[0].score)),
         2 => Ok(fuse_pair(&members[0], &members[1])),
-        _ => fuse_many(members, config),
+        _ => fuse_many(members, config, &mut KbfScratch::default()),
     }
 }
 
@@ -59,31 +59,68 @@ fn fuse_pair(a: &KbfMember, b: &KbfMember) -> (Box3, f64) {
     (fused, score)
 }
 
-fn fuse_many(members: &[KbfMember], config: &ClassFusionConfig) -> Result<(Box3, f64), FuseError> {
-    let weights: Vec<f64> = members.iter().map(|m| m.weight).collect();
-    let centres: Vec<[f64; 3]> = members.iter().map(|m| [m.box3.x, m.box3.y, m.box3.z]).collect();
+/// Buffers reused across clusters, so fusing a frame does not allocate per cluster.
+#[derive(Debug, Default)]
+pub(crate) struct KbfScratch {
+    weights: Vec<f64>,
+    centres: Vec<[f64; 3]>,
+    column: Vec<[f64; 1]>,
+    yaws: Vec<f64>,
+    unwrapped: Vec<[f64; 1]>,
+}
+
+/// [`fuse_cluster`] with caller-owned buffers.
+pub(crate) fn fuse_cluster_in(
+    members: &[KbfMember],
+    config: &ClassFusionConfig,
+    scratch: &mut KbfScratch,
+) -> Result<(Box3, f64), FuseError> {
+    match members.len() {
+        0..=2 => fuse_cluster(members, config),
+        _ => fuse_many(members, config, scratch),
+    }
+}
+
+fn fuse_many(
+    members: &[KbfMember],
+    config: &ClassFusionConfig,
+    scratch: &mut KbfScratch,
+) -> Result<(Box3, f64), FuseError> {
+    let KbfScratch {
+        weights,
+        centres,
+        column,
+        yaws,
+        unwrapped,
+    } = scratch;
+    weights.clear();
+    weights.extend(members.iter().map(|m| m.weight));
+    centres.clear();
+    centres.extend(members.iter().map(|m| [m.box3.x, m.box3.y, m.box3.z]));
     let centre_kde = GaussianKde::on_span(
-        &centres,
-        Some(&weights),
+        centres,
+        Some(weights),
         config.centre_bandwidth,
         config.centre_min_variance_m2,
     )?;
     let centre = &members[centre_kde.argmax_point()].box3;
 
     let size_weights = config.weighted_sizes.then_some(weights.as_slice());
-    let peak = |values: &[[f64; 1]], w: Option<&[f64]>, bandwidth| -> Result<f64, FuseError> {
-        Ok(GaussianKde::on_span(values, w, bandwidth, 0.0)?.peak())
+    let mut peak = |f: fn(&KbfMember) -> f64, w: Option<&[f64]>, bandwidth| -> Result<f64, FuseError> {
+        column.clear();
+        column.extend(members.iter().map(|m| [f(m)]));
+        Ok(GaussianKde::on_span(column, w, bandwidth, 0.0)?.peak())
     };
-    let column = |f: fn(&KbfMember) -> f64| -> Vec<[f64; 1]> { members.iter().map(|m| [f(m)]).collect() };
-    let l = peak(&column(|m| m.box3.l), size_weights, config.size_bandwidth)?;
-    let w = peak(&column(|m| m.box3.w), size_weights, config.size_bandwidth)?;
-    let h = peak(&column(|m| m.box3.h), size_weights, config.size_bandwidth)?;
-    let score = peak(&column(|m| m.score), Some(&weights), config.score_bandwidth)?;
+    let l = peak(|m| m.box3.l, size_weights, config.size_bandwidth)?;
+    let w = peak(|m| m.box3.w, size_weights, config.size_bandwidth)?;
+    let h = peak(|m| m.box3.h, size_weights, config.size_bandwidth)?;
+    let score = peak(|m| m.score, Some(weights), config.score_bandwidth)?;
 
-    let yaws: Vec<f64> = members.iter().map(|m| m.box3.yaw).collect();
-    let heading_member = match yaw_mode_member(&yaws, &weights, config.yaw_bandwidth, 0.0)? {
+    yaws.clear();
+    yaws.extend(members.iter().map(|m| m.box3.yaw));
+    let heading_member = match yaw_mode_member_in(yaws, weights, config.yaw_bandwidth, 0.0, unwrapped)? {
         Some(i) => i,
-        None => yaw_nearest_circular_mean(&yaws, &weights),
+        None => yaw_nearest_circular_mean(yaws, weights),
     };
     let heading = &members[heading_member].box3;
     let fused = Box3 {

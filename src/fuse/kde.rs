@@ -250,7 +250,9 @@ impl<'a, const D: usize> GaussianKde<'a, D> {
             }
         };
         let det: f64 = (0..rank).map(|k| chol[k][k]).product();
-        let norm = (2.0 * std::f64::consts::PI).powf(-(rank as f64) / 2.0) / det;
+        // (2π)^(−rank/2) for rank 0..=3 without a pow per estimate.
+        const INV_SQRT_TAU: f64 = 0.398_942_280_401_432_7;
+        let norm = INV_SQRT_TAU.powi(rank as i32) / det;
         Ok(Self {
             points,
             weights,
@@ -388,21 +390,63 @@ impl GaussianKde<'_, 1> {
         if self.rank == 0 || h <= 0.0 {
             return self.weighted_mean();
         }
-        let start = if hi - lo <= 2.0 * h {
-            self.weighted_mean()
-        } else {
-            const GRID: usize = 100;
-            let mut best = (lo, f64::NEG_INFINITY);
-            for k in 0..GRID {
-                let x = lo + (hi - lo) * k as f64 / (GRID - 1) as f64;
-                let f = self.evaluate(&[x]);
-                if f > best.1 {
-                    best = (x, f);
-                }
+        if hi - lo <= 2.0 * h {
+            // Log-concave: Newton from the weighted mean converges to the only mode.
+            if let Some(x) = self.newton_log_concave(self.weighted_mean(), h, lo, hi) {
+                return x;
             }
-            best.0
-        };
-        self.ascend(start, h, lo, hi)
+        }
+        const GRID: usize = 100;
+        let mut best = (lo, f64::NEG_INFINITY);
+        for k in 0..GRID {
+            let x = lo + (hi - lo) * k as f64 / (GRID - 1) as f64;
+            let f = self.evaluate(&[x]);
+            if f > best.1 {
+                best = (x, f);
+            }
+        }
+        self.ascend(best.0, h, lo, hi)
+    }
+
+    /// Posterior weight sum, mean and variance of the sample location given `x` (unnormalised
+    /// kernel weights): the mean-shift target and the curvature of log f.
+    fn posterior(&self, x: f64, h: f64) -> (f64, f64, f64) {
+        let (mut s0, mut s1, mut s2) = (0.0, 0.0, 0.0);
+        for (i, p) in self.points.iter().enumerate() {
+            let d = (x - p[0]) / h;
+            let k = self.weight(i) * (-0.5 * d * d).exp();
+            s0 += k;
+            s1 += k * p[0];
+            s2 += k * p[0] * p[0];
+        }
+        if s0 <= 0.0 {
+            return (0.0, x, 0.0);
+        }
+        let mean = s1 / s0;
+        (s0, mean, (s2 / s0 - mean * mean).max(0.0))
+    }
+
+    /// Newton's method on a log-concave density (`(log f)'' = (Var_post − h²)/h⁴ < 0`); `None` if
+    /// it leaves `[lo, hi]` or has not converged in 50 steps (then the caller uses the grid).
+    fn newton_log_concave(&self, mut x: f64, h: f64, lo: f64, hi: f64) -> Option<f64> {
+        let h2 = h * h;
+        let tol = 1e-10 * (hi - lo).max(h);
+        for _ in 0..50 {
+            let (s0, mean, variance) = self.posterior(x, h);
+            if s0 <= 0.0 || variance >= h2 {
+                return None;
+            }
+            let next = x + (mean - x) * h2 / (h2 - variance);
+            if !(lo..=hi).contains(&next) {
+                return None;
+            }
+            let step = (next - x).abs();
+            x = next;
+            if step <= tol {
+                return Some(x);
+            }
+        }
+        None
     }
 
     fn weighted_mean(&self) -> f64 {
@@ -414,22 +458,12 @@ impl GaussianKde<'_, 1> {
     /// whenever Newton would lower the density.
     fn ascend(&self, mut x: f64, h: f64, lo: f64, hi: f64) -> f64 {
         let h2 = h * h;
-        let tol = 1e-12 * (hi - lo).max(h);
-        for _ in 0..100 {
-            // Posterior mean and variance of the sample index given x.
-            let (mut s0, mut s1, mut s2) = (0.0, 0.0, 0.0);
-            for (i, p) in self.points.iter().enumerate() {
-                let d = (x - p[0]) / h;
-                let k = self.weight(i) * (-0.5 * d * d).exp();
-                s0 += k;
-                s1 += k * p[0];
-                s2 += k * p[0] * p[0];
-            }
+        let tol = 1e-10 * (hi - lo).max(h);
+        for _ in 0..200 {
+            let (s0, mean_shift, variance) = self.posterior(x, h);
             if s0 <= 0.0 {
                 return x;
             }
-            let mean_shift = s1 / s0;
-            let variance = (s2 / s0 - mean_shift * mean_shift).max(0.0);
             let mut next = mean_shift;
             if variance < h2 {
                 let newton = x + (mean_shift - x) * h2 / (h2 - variance);
@@ -513,6 +547,17 @@ pub fn yaw_mode_member(
     bandwidth: Bandwidth,
     min_variance: f64,
 ) -> Result<Option<usize>, FuseError> {
+    yaw_mode_member_in(yaws, weights, bandwidth, min_variance, &mut Vec::new())
+}
+
+/// [`yaw_mode_member`] with a caller-owned buffer for the unwrapped yaws.
+pub(crate) fn yaw_mode_member_in(
+    yaws: &[f64],
+    weights: &[f64],
+    bandwidth: Bandwidth,
+    min_variance: f64,
+    unwrapped: &mut Vec<[f64; 1]>,
+) -> Result<Option<usize>, FuseError> {
     let n = yaws.len();
     if n == 0 || weights.len() != n {
         return Err(FuseError::KdeInput {
@@ -520,11 +565,12 @@ pub fn yaw_mode_member(
         });
     }
     let reference = circular_reference(yaws, weights);
-    let unwrapped: Vec<[f64; 1]> = yaws
-        .iter()
-        .map(|&y| [reference + crate::geometry::wrap_angle(y - reference)])
-        .collect();
-    let kde = GaussianKde::on_span(&unwrapped, Some(weights), bandwidth, min_variance)?;
+    unwrapped.clear();
+    unwrapped.extend(
+        yaws.iter()
+            .map(|&y| [reference + crate::geometry::wrap_angle(y - reference)]),
+    );
+    let kde = GaussianKde::on_span(unwrapped, Some(weights), bandwidth, min_variance)?;
     if kde.rank() == 0 {
         return Ok(None);
     }

@@ -30,6 +30,9 @@ pub fn weighted_boxes_fusion(boxes: &[Box3], scores: &[f64], weights: &[f64], io
     for i in order {
         let mut best: Option<(usize, f64)> = None;
         for (k, c) in clusters.iter().enumerate() {
+            if !super::fuser::footprints_may_touch(&c.box3, &boxes[i]) {
+                continue;
+            }
             let iou = iou_3d(&c.box3, &boxes[i]);
             if iou > iou_threshold && best.is_none_or(|(_, b)| iou > b) {
                 best = Some((k, iou));
