@@ -24,6 +24,16 @@ pub enum FusionMethod {
     UnionNms,
 }
 
+/// How KBF places a fused box's centre.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CentreEstimate {
+    /// The centre of the member at the density mode (MS3D: "aggregating can lead to odd centering").
+    Member,
+    /// The density peak itself: mean-shift from that member (a weighted-mean centre for pairs).
+    Peak,
+}
+
 /// Fusion parameters of one class.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -49,6 +59,8 @@ pub struct ClassFusionConfig {
     pub detector_weights: BTreeMap<String, f64>,
     /// Bandwidth of the centre KDE that picks the centre member; default factor 1.0 (MS3D `bw_c`).
     pub centre_bandwidth: Bandwidth,
+    /// Whether the centre is the mode member's or the density peak; default `member` (MS3D).
+    pub centre_estimate: CentreEstimate,
     /// Bandwidth of the l, w, h KDEs whose peaks give the sizes; default factor 2.0 (`bw_dim`).
     pub size_bandwidth: Bandwidth,
     /// Bandwidth of the yaw KDE that picks the heading member; default factor 0.1 (`bw_ry`).
@@ -91,6 +103,7 @@ impl ClassFusionConfig {
             nms_iou,
             detector_weights: BTreeMap::new(),
             centre_bandwidth: Bandwidth::Factor(1.0),
+            centre_estimate: CentreEstimate::Member,
             size_bandwidth: Bandwidth::Factor(2.0),
             yaw_bandwidth: Bandwidth::Factor(0.1),
             score_bandwidth: Bandwidth::Factor(2.0),
@@ -379,6 +392,8 @@ pub struct ClassOverride {
     pub detector_weights: Option<BTreeMap<String, f64>>,
     /// Replaces `centre_bandwidth`; default unset.
     pub centre_bandwidth: Option<Bandwidth>,
+    /// Replaces `centre_estimate`; default unset.
+    pub centre_estimate: Option<CentreEstimate>,
     /// Replaces `size_bandwidth`; default unset.
     pub size_bandwidth: Option<Bandwidth>,
     /// Replaces `yaw_bandwidth`; default unset.
@@ -417,6 +432,7 @@ impl ClassOverride {
             nms_iou,
             detector_weights,
             centre_bandwidth,
+            centre_estimate,
             size_bandwidth,
             yaw_bandwidth,
             score_bandwidth,

@@ -4,7 +4,7 @@
 //! Weights are score × detector weight.
 
 use super::FuseError;
-use super::config::ClassFusionConfig;
+use super::config::{CentreEstimate, ClassFusionConfig};
 use super::kde::{GaussianKde, yaw_mode_member_in, yaw_nearest_circular_mean};
 use crate::geometry::Box3;
 
@@ -32,6 +32,9 @@ pub struct KbfMember {
 ///   which MS3D's fallback lacks); l, w and h the peaks of 1-D KDEs (unweighted unless
 ///   `weighted_sizes`); the score the peak of a weighted 1-D KDE. A 1-D KDE whose samples are all
 ///   equal peaks at that value.
+///
+/// With `centre_estimate = peak` the centre is instead the density peak (mean-shift from the
+/// mode member; the weighted mean for pairs).
 pub fn fuse_cluster(members: &[KbfMember], config: &ClassFusionConfig) -> Result<(Box3, f64), FuseError> {
     let n = members.len();
     match n {
@@ -39,22 +42,27 @@ pub fn fuse_cluster(members: &[KbfMember], config: &ClassFusionConfig) -> Result
             reason: "empty cluster".into(),
         }),
         1 => Ok((members[0].box3, members[0].score)),
-        2 => Ok(fuse_pair(&members[0], &members[1])),
+        2 => Ok(fuse_pair(&members[0], &members[1], config.centre_estimate)),
         _ => fuse_many(members, config, &mut KbfScratch::default()),
     }
 }
 
-fn fuse_pair(a: &KbfMember, b: &KbfMember) -> (Box3, f64) {
+fn fuse_pair(a: &KbfMember, b: &KbfMember, centre: CentreEstimate) -> (Box3, f64) {
     let lead = if b.weight > a.weight { b } else { a };
     // Written as a + share·(b − a) so equal values average to themselves exactly.
     let share_b = b.weight / (a.weight + b.weight);
     let mean = |f: fn(&Box3) -> f64| f(&a.box3) + share_b * (f(&b.box3) - f(&a.box3));
-    let fused = Box3 {
+    let mut fused = Box3 {
         l: mean(|x| x.l),
         w: mean(|x| x.w),
         h: mean(|x| x.h),
         ..lead.box3
     };
+    if centre == CentreEstimate::Peak {
+        fused.x = mean(|x| x.x);
+        fused.y = mean(|x| x.y);
+        fused.z = mean(|x| x.z);
+    }
     let score = a.score + share_b * (b.score - a.score);
     (fused, score)
 }
@@ -103,7 +111,11 @@ fn fuse_many(
         config.centre_bandwidth,
         config.centre_min_variance_m2,
     )?;
-    let centre = &members[centre_kde.argmax_point()].box3;
+    let mode_member = &members[centre_kde.argmax_point()].box3;
+    let [cx, cy, cz] = match config.centre_estimate {
+        CentreEstimate::Member => [mode_member.x, mode_member.y, mode_member.z],
+        CentreEstimate::Peak => centre_kde.mode_from([mode_member.x, mode_member.y, mode_member.z], 1e-6),
+    };
 
     let size_weights = config.weighted_sizes.then_some(weights.as_slice());
     let mut peak = |f: fn(&KbfMember) -> f64, w: Option<&[f64]>, bandwidth| -> Result<f64, FuseError> {
@@ -124,9 +136,9 @@ fn fuse_many(
     };
     let heading = &members[heading_member].box3;
     let fused = Box3 {
-        x: centre.x,
-        y: centre.y,
-        z: centre.z,
+        x: cx,
+        y: cy,
+        z: cz,
         l,
         w,
         h,
@@ -164,6 +176,27 @@ mod tests {
             assert_eq!(b, m.box3, "{n} members");
             assert_relative_eq!(s, 0.8, max_relative = 1e-12);
         }
+    }
+
+    #[test]
+    fn peak_centre_lies_between_members_and_keeps_identical_boxes() {
+        let mut config = vehicle();
+        config.centre_estimate = CentreEstimate::Peak;
+        let m = member(1.0, 2.0, 4.5, 0.1, 0.7);
+        let (b, _) = fuse_cluster(&[m; 3], &config).unwrap();
+        assert_eq!(b, m.box3);
+        // Four equal-weight members on a square: the peak is its centre, not a corner.
+        let square = [
+            member(0.0, 0.0, 4.5, 0.0, 0.5),
+            member(0.4, 0.0, 4.5, 0.0, 0.5),
+            member(0.0, 0.4, 4.5, 0.0, 0.5),
+            member(0.4, 0.4, 4.5, 0.0, 0.5),
+        ];
+        let (b, _) = fuse_cluster(&square, &config).unwrap();
+        assert!((b.x - 0.2).abs() < 1e-4 && (b.y - 0.2).abs() < 1e-4, "{b:?}");
+        // Pairs: the weighted mean.
+        let (b, _) = fuse_cluster(&square[..2], &config).unwrap();
+        assert_relative_eq!(b.x, 0.2, max_relative = 1e-12);
     }
 
     #[test]

@@ -346,6 +346,42 @@ impl<'a, const D: usize> GaussianKde<'a, D> {
         total
     }
 
+    /// One mean-shift step from `x`: the points' mean weighted by `wᵢ·K(x − xᵢ)`, which never
+    /// lowers the density (on a reduced span, `x` must lie on the span).
+    pub fn mean_shift_step(&self, x: &[f64; D]) -> [f64; D] {
+        let mut total = 0.0;
+        let mut mean = [0.0; D];
+        for (i, p) in self.points.iter().enumerate() {
+            let mut diff = [0.0; D];
+            for k in 0..D {
+                diff[k] = x[k] - p[k];
+            }
+            let k_i = self.weight(i) * (-0.5 * self.mahalanobis_squared(&diff)).exp();
+            total += k_i;
+            for k in 0..D {
+                mean[k] += k_i * p[k];
+            }
+        }
+        if total <= 0.0 {
+            return *x;
+        }
+        mean.map(|v| v / total)
+    }
+
+    /// The local density maximum reached by mean-shift from `x`: steps until one moves less than
+    /// `tol` (data units), at most 200.
+    pub fn mode_from(&self, mut x: [f64; D], tol: f64) -> [f64; D] {
+        for _ in 0..200 {
+            let next = self.mean_shift_step(&x);
+            let step: f64 = (0..D).map(|k| (next[k] - x[k]).powi(2)).sum::<f64>().sqrt();
+            x = next;
+            if step <= tol {
+                break;
+            }
+        }
+        x
+    }
+
     /// Index of the data point with the highest density; ties go to the higher weight, then the
     /// lower index, so the choice is deterministic.
     pub fn argmax_point(&self) -> usize {

@@ -17,7 +17,9 @@ use crate::frame::{ObjectClass, Platform};
 use crate::geometry::Box3;
 
 pub use cluster::radius_clusters;
-pub use config::{ClassFusionConfig, ClassOverride, FusionConfig, FusionMethod, FusionOverride, PlatformOverrides};
+pub use config::{
+    CentreEstimate, ClassFusionConfig, ClassOverride, FusionConfig, FusionMethod, FusionOverride, PlatformOverrides,
+};
 pub use fuser::{Fuser, fuse_boxes};
 pub use kbf::{KbfMember, fuse_cluster};
 pub use kde::{
