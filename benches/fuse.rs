@@ -39,7 +39,7 @@ fn frame(rng: &mut Rng) -> Vec<Detection> {
                 size[0],
                 size[1],
                 size[2],
-                rng.uniform(-3.14, 3.14),
+                rng.uniform(-std::f64::consts::PI, std::f64::consts::PI),
             );
             (class, b, noise)
         })
