@@ -37,7 +37,7 @@ struct Mover {
 
 fn mover(rng: &mut Rng, born: usize, centre: [f64; 2]) -> Mover {
     let pedestrian = rng.uniform(0.0, 1.0) < 0.3;
-    let heading = rng.uniform(-3.14, 3.14);
+    let heading = rng.uniform(-std::f64::consts::PI, std::f64::consts::PI);
     let speed = if pedestrian {
         rng.uniform(0.0, 1.5)
     } else if rng.uniform(0.0, 1.0) < 0.4 {

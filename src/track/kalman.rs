@@ -53,7 +53,7 @@ impl CvFilter {
     pub fn updated(&self, z: f64, measurement_std: f64) -> Self {
         let [p00, p01, p11] = self.covariance;
         let s = p00 + measurement_std * measurement_std;
-        if !(s > 0.0) {
+        if s.is_nan() || s <= 0.0 {
             return *self;
         }
         let (k0, k1) = (p00 / s, p01 / s);
@@ -96,7 +96,7 @@ pub fn rts_smooth(steps: &[FilterStep]) -> Vec<(f64, f64)> {
         let [b00, b01, b11] = next.predicted.covariance;
         let det = b00 * b11 - b01 * b01;
         let (s0, s1) = (out[k + 1].0 - next.predicted.value, out[k + 1].1 - next.predicted.rate);
-        if !(det.abs() > 1e-300) {
+        if det.is_nan() || det.abs() <= 1e-300 {
             out[k] = (f.value, f.rate);
             continue;
         }

@@ -188,7 +188,7 @@ fn group_velocity(
         samples.iter().map(|s| s.2).sum::<f64>() / m,
     );
     let stt: f64 = samples.iter().map(|s| (s.0 - mt).powi(2)).sum();
-    if !(stt > 0.0) {
+    if stt.is_nan() || stt <= 0.0 {
         return [0.0; 2];
     }
     [
@@ -257,8 +257,8 @@ pub(crate) fn stitch_groups(
     }
     let mut groups: Vec<Option<BTreeMap<usize, usize>>> = groups.into_iter().map(Some).collect();
     let mut out = Vec::new();
-    for start in 0..groups.len() {
-        if has_predecessor[start] {
+    for (start, &joined_later) in has_predecessor.iter().enumerate() {
+        if joined_later {
             continue;
         }
         let mut joined = BTreeMap::new();
@@ -278,7 +278,7 @@ pub(crate) fn stitch_groups(
 fn weighted_median(mut pairs: Vec<(f64, f64)>) -> f64 {
     pairs.sort_by(|a, b| a.0.total_cmp(&b.0));
     let total: f64 = pairs.iter().map(|p| p.1).sum();
-    if !(total > 0.0) {
+    if total.is_nan() || total <= 0.0 {
         return pairs.get(pairs.len() / 2).map_or(0.0, |p| p.0);
     }
     let mut acc = 0.0;

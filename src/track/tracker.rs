@@ -187,7 +187,7 @@ impl<'a> Tracker<'a> {
 /// The affinity margin of a predicted track box and a detection, or `None` outside the gate.
 pub(crate) fn affinity_margin(c: &ClassTrackConfig, predicted: &Box3, detection: &Box3) -> Option<f64> {
     let distance = (predicted.x - detection.x).hypot(predicted.y - detection.y);
-    if !(distance < c.max_center_distance_m) {
+    if distance.is_nan() || distance >= c.max_center_distance_m {
         return None;
     }
     match c.association {
