@@ -5,9 +5,13 @@
 //! Output is deterministic: the same config, platform and seed give identical sweeps, each
 //! computed directly from its index. The simulation itself knows no file format; only
 //! `write_m3ed` hands sweeps to the M3ED writer in `sources::m3ed` (the Waymo path is separate).
+//! `detection_noise` and `noisy_sequence` turn the ground truth into seeded, plausibly wrong
+//! detections of several modelled detectors; they run no real detector.
 
 mod config;
+pub mod detection_noise;
 mod lidar;
+pub mod noisy_sequence;
 mod object;
 mod path;
 mod platform;
@@ -20,10 +24,12 @@ mod write_m3ed;
 pub use config::{
     DroneConfig, ImuConfig, LidarConfig, QuadrupedConfig, SceneConfig, SimConfig, TerrainConfig, VehicleConfig,
 };
+pub use detection_noise::{ClassNoise, DetectionNoiseModel, DetectorNoiseProfile, standard_detector_profiles};
 pub use lidar::{
     OS1_BEAM_ORIGIN_MM, OS1_IMU_TO_SENSOR, OS1_LIDAR_TO_SENSOR, OUSTER_BEAMS, OUSTER_COLUMNS, OusterCalibration,
     TOP_COLUMNS, TOP_INCLINATION_MAX_RAD, TOP_INCLINATION_MIN_RAD, TOP_ROWS, TopCalibration,
 };
+pub use noisy_sequence::{NoisyFrame, NoisySequence, simulate_noisy_sequence};
 pub use object::FineLabel;
 pub use platform::GRAVITY_MPS2;
 pub use simulator::{

@@ -260,7 +260,7 @@ fn validate(config: &SimConfig) -> Result<(), SimError> {
 }
 
 /// Mixes a seed and counters into one 64-bit seed (SplitMix64 finaliser per word).
-fn mix_seed(words: &[u64]) -> u64 {
+pub(crate) fn mix_seed(words: &[u64]) -> u64 {
     let mut h = 0x9E37_79B9_7F4A_7C15u64;
     for &w in words {
         h ^= w
@@ -965,6 +965,35 @@ impl Simulator {
             });
         }
         best
+    }
+
+    /// Unlabelled static clutter (buildings, walls, poles, trees) near the sensor of `sweep`: each
+    /// object's tight box, cut at the terrain under its centre (the part above ground), in the
+    /// sweep's sensor frame; kept when its BEV footprint reaches within `max_range_m` of the sensor.
+    pub fn clutter_in_sensor(&self, sweep: &SimSweep, max_range_m: f64) -> Vec<Box3> {
+        let sensor_from_world = sweep.world_from_sensor.inverse();
+        let mut out = Vec::new();
+        for object in &self.scene.objects {
+            if object.label.is_some() {
+                continue;
+            }
+            let pose = object.world_from_object(&self.scene.terrain, 0.0);
+            let mut b = object.shape.local_box.transformed(&pose);
+            let reach = 0.5 * b.l.hypot(b.w);
+            // Static clutter stands upright: cut the part sunk below the terrain.
+            let ground = self.scene.terrain.height(b.x, b.y);
+            let top = b.z + 0.5 * b.h;
+            let bottom = b.z - 0.5 * b.h;
+            if bottom < ground && top > ground {
+                b.h = top - ground;
+                b.z = 0.5 * (top + ground);
+            }
+            let in_sensor = b.transformed(&sensor_from_world);
+            if in_sensor.x.hypot(in_sensor.y) - reach <= max_range_m {
+                out.push(in_sensor);
+            }
+        }
+        out
     }
 
     /// The sweep's returns as a reader reconstructs them, in the sweep's sensor frame.
