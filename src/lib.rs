@@ -12,6 +12,7 @@ pub mod demo;
 pub mod detect;
 pub mod eval;
 pub mod frame;
+pub mod fuse;
 pub mod geometry;
 pub mod inspect;
 pub mod pipeline;
