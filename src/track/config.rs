@@ -37,7 +37,8 @@ pub struct ClassTrackConfig {
     /// Association measure; default `giou_bev`.
     pub association: AssociationMetric,
     /// Smallest BEV GIoU (exclusive) of an accepted pair for `giou_bev` (unitless, −1…1);
-    /// default −0.5 (SimpleTrack's 1.5 "distance"), −0.6 for pedestrians.
+    /// default −0.5 (SimpleTrack's 1.5 "distance"), vehicles −0.2 (AB3DMOT's KITTI car),
+    /// pedestrians −0.6.
     pub min_giou: f64,
     /// BEV centre-distance gate (m, exclusive), applied before the GIoU and as the threshold of
     /// `center_distance`; default vehicle 5, pedestrian 2, cyclist 3, unknown 3.
@@ -167,7 +168,11 @@ pub struct TrackConfig {
 
 impl Default for TrackConfig {
     fn default() -> Self {
-        let vehicle = ClassTrackConfig::default();
+        // AB3DMOT's KITTI car threshold; SimpleTrack's −0.5 let parked neighbours swap ids.
+        let vehicle = ClassTrackConfig {
+            min_giou: -0.2,
+            ..ClassTrackConfig::default()
+        };
         let pedestrian = ClassTrackConfig {
             min_giou: -0.6,
             max_center_distance_m: 2.0,
