@@ -447,3 +447,29 @@ fn bad_input_is_reported_with_its_frame() {
     let e = consolidate(&frames, &TrackConfig::default()).unwrap_err().to_string();
     assert!(e.contains("frame 1") && e.contains("box 0"), "{e}");
 }
+
+/// A parked car unseen for 40 frames (longer than `max_gap_frames`, 20) is still one track (one
+/// id, one fused box), but the long gap is left empty; a car that moved away in between is not
+/// joined.
+#[test]
+fn still_object_is_joined_across_a_long_gap() {
+    let build = |second: Box3| -> Vec<TrackFrame> {
+        (0..100)
+            .map(|i| {
+                let boxes = match i {
+                    0..30 => vec![(car(20.0, 5.0, 0.4), ObjectClass::Vehicle, 0.8)],
+                    70.. => vec![(second, ObjectClass::Vehicle, 0.8)],
+                    _ => vec![],
+                };
+                frame(i, Isometry3::identity(), &boxes, None)
+            })
+            .collect()
+    };
+    let out = consolidate(&build(car(20.05, 5.0, 0.4)), &TrackConfig::default()).unwrap();
+    assert_eq!(out.tracks.len(), 1);
+    assert_eq!(out.boxes.len(), 60);
+    assert!(out.boxes.iter().all(|b| b.origin == BoxOrigin::Detected));
+    assert!(out.boxes.iter().all(|b| b.box_in_world == out.boxes[0].box_in_world));
+    let out = consolidate(&build(car(26.0, 5.0, 0.4)), &TrackConfig::default()).unwrap();
+    assert_eq!(out.tracks.len(), 2);
+}

@@ -197,12 +197,21 @@ fn group_velocity(
     ]
 }
 
+/// Below this end speed (m/s) a group counts as still for stitching across long gaps.
+const STITCH_STILL_SPEED_MPS: f64 = 0.5;
+
+/// BEV IoU two still groups' facing boxes need to be joined across a gap longer than
+/// `max_gap_frames`.
+const STITCH_STILL_MIN_IOU: f64 = 0.3;
+
 /// Observations used to estimate a group's velocity at its ends for stitching.
 const STITCH_VELOCITY_WINDOW: usize = 10;
 
 /// Joins groups across gaps longer than the tracker's `max_age_frames` (but at most
 /// `max_gap_frames`): the earlier group's last box, moved on its end velocity to the later
 /// group's first frame, must pass the association gate with the later group's first box.
+/// Two groups that are both still at the facing ends (< 0.5 m/s) are joined across any gap when
+/// their facing boxes overlap (BEV IoU > 0.3): a parked object unseen for a while.
 /// Pairs are joined greedily, shortest gap then smallest distance first, one successor and one
 /// predecessor per group.
 pub(crate) fn stitch_groups(
@@ -226,9 +235,24 @@ pub(crate) fn stitch_groups(
         .map(|g| group_velocity(g, sequence, class_index, true, STITCH_VELOCITY_WINDOW))
         .collect();
     let mut links: Vec<(usize, f64, usize, usize)> = Vec::new();
+    let head_velocities: Vec<[f64; 2]> = groups
+        .iter()
+        .map(|g| group_velocity(g, sequence, class_index, false, STITCH_VELOCITY_WINDOW))
+        .collect();
+    let still = |v: [f64; 2]| v[0].hypot(v[1]) < STITCH_STILL_SPEED_MPS;
     for (a, (_, (fa, da))) in ends.iter().enumerate() {
         for (b, ((fb, db), _)) in ends.iter().enumerate() {
-            if fb <= fa || fb - fa > c.max_gap_frames as usize + 1 {
+            if fb <= fa {
+                continue;
+            }
+            // Two still groups on the same spot are one parked object however long it was unseen.
+            let both_still = still(velocities[a]) && still(head_velocities[b]);
+            if fb - fa > c.max_gap_frames as usize + 1 {
+                let first = &sequence.detections[*fb][class_index][*db].box_in_world;
+                let last = &sequence.detections[*fa][class_index][*da].box_in_world;
+                if both_still && iou_bev(first, last) > STITCH_STILL_MIN_IOU {
+                    links.push((fb - fa, (first.x - last.x).hypot(first.y - last.y), a, b));
+                }
                 continue;
             }
             let dt = (sequence.times_micros[*fb] - sequence.times_micros[*fa]) as f64 * 1e-6;
@@ -393,6 +417,13 @@ pub(crate) fn refine_group(
         ]);
         let mut boxes = Vec::new();
         for f in first_obs.0..=last_obs.0 {
+            // Gaps longer than max_gap_frames (a parked object joined across a long occlusion)
+            // keep the id but are not filled: the object may be fully hidden there.
+            let previous = group.range(..=f).next_back().map_or(f, |(&p, _)| p);
+            let next = group.range(f..).next().map_or(f, |(&n, _)| n);
+            if next - previous > c.max_gap_frames as usize + 1 {
+                continue;
+            }
             let (origin, detection, s) = match group.get(&f) {
                 Some(&d) => (
                     BoxOrigin::Detected,
