@@ -18,6 +18,7 @@ pub mod inspect;
 pub mod pipeline;
 pub mod sim;
 pub mod sources;
+pub mod track;
 
 pub use cloud::PointCloud;
 pub use frame::{CameraCalibration, CameraView, Frame, ObjectClass, Platform};

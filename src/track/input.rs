@@ -1,0 +1,116 @@
+//! The tracker's input (one `TrackFrame` per sweep: pose, time, boxes in the sensor frame,
+//! optional points) and its checked, world-frame form used by every pass.
+
+use nalgebra::Isometry3;
+
+use super::TrackError;
+use crate::cloud::PointCloud;
+use crate::frame::ObjectClass;
+use crate::geometry::Box3;
+
+/// One box to track, in the sensor frame of its sweep (a fused box, a detection, a label).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TrackInputBox {
+    /// The box in the sensor frame (9 values; pitch and roll are carried through the pose).
+    pub box3: Box3,
+    /// Canonical class; each class is tracked on its own.
+    pub class: ObjectClass,
+    /// Confidence (unitless, 0…1).
+    pub score: f64,
+    /// Detectors that voted for it (1 for a single detector's box).
+    pub votes: u32,
+}
+
+/// One sweep's input.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TrackFrame {
+    /// Time of the sweep's boxes and pose (µs); strictly increasing along the sequence.
+    pub timestamp_micros: i64,
+    /// The sensor's pose in the world frame at that time.
+    pub world_from_sensor: Isometry3<f64>,
+    /// The boxes, in the sensor frame.
+    pub boxes: Vec<TrackInputBox>,
+    /// The sweep's points in the sensor frame, when available: evidence for extending tracks
+    /// and propagating static objects past their last detection.
+    pub points_in_sensor: Option<PointCloud>,
+}
+
+/// One input box in the world frame.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct WorldDetection {
+    /// The box in the world frame.
+    pub box_in_world: Box3,
+    /// Its score.
+    pub score: f64,
+    /// Its index in the frame's `boxes`.
+    pub index: usize,
+}
+
+/// The checked input, boxes grouped by class and moved to the world frame.
+pub(crate) struct PreparedSequence {
+    /// Frame times (µs).
+    pub times_micros: Vec<i64>,
+    /// `[frame][class index]` → that class's boxes in the world frame.
+    pub detections: Vec<[Vec<WorldDetection>; 4]>,
+}
+
+/// Index of a class in `ObjectClass::ALL`.
+pub(crate) fn class_index(class: ObjectClass) -> usize {
+    match class {
+        ObjectClass::Vehicle => 0,
+        ObjectClass::Pedestrian => 1,
+        ObjectClass::Cyclist => 2,
+        ObjectClass::Unknown => 3,
+    }
+}
+
+/// Checks the input (finite boxes and scores, non-negative sizes, strictly increasing times)
+/// and moves every box to the world frame.
+pub(crate) fn prepare(frames: &[TrackFrame]) -> Result<PreparedSequence, TrackError> {
+    let mut times_micros = Vec::with_capacity(frames.len());
+    let mut detections = Vec::with_capacity(frames.len());
+    for (f, frame) in frames.iter().enumerate() {
+        if let Some(&previous) = times_micros.last()
+            && frame.timestamp_micros <= previous
+        {
+            return Err(TrackError::Input {
+                frame: f,
+                field: "timestamp_micros",
+                reason: format!(
+                    "{} is not after the previous frame's {previous}",
+                    frame.timestamp_micros
+                ),
+            });
+        }
+        let pose_ok = frame.world_from_sensor.translation.vector.iter().all(|v| v.is_finite())
+            && frame.world_from_sensor.rotation.coords.iter().all(|v| v.is_finite());
+        if !pose_ok {
+            return Err(TrackError::Input {
+                frame: f,
+                field: "world_from_sensor",
+                reason: "not finite".into(),
+            });
+        }
+        times_micros.push(frame.timestamp_micros);
+        let mut by_class: [Vec<WorldDetection>; 4] = Default::default();
+        for (index, b) in frame.boxes.iter().enumerate() {
+            if !b.box3.is_valid() || !b.score.is_finite() {
+                return Err(TrackError::Input {
+                    frame: f,
+                    field: "boxes",
+                    reason: format!("box {index}: non-finite value or negative size"),
+                });
+            }
+            by_class[class_index(b.class)].push(WorldDetection {
+                box_in_world: b.box3.transformed(&frame.world_from_sensor),
+                score: b.score,
+                index,
+            });
+        }
+        detections.push(by_class);
+    }
+    Ok(PreparedSequence {
+        times_micros,
+        detections,
+    })
+}

@@ -1,0 +1,723 @@
+//! Offline refinement of one class's tracks, using the whole sequence: forward and backward
+//! passes merged; heading made consistent along each track; static/dynamic classification;
+//! Rauch–Tung–Striebel smoothing that also fills gaps on the motion model; one size per rigid
+//! track; static objects fused into one world box; short, low-evidence tracks dropped; then
+//! extension past track ends (and static propagation) where the points still show the object.
+
+use std::collections::BTreeMap;
+use std::f64::consts::{FRAC_PI_2, PI};
+
+use super::config::ClassTrackConfig;
+use super::input::{PreparedSequence, TrackFrame, WorldDetection};
+use super::kalman::{CvFilter, FilterStep, flip_near, rts_smooth};
+use super::output::{BoxOrigin, MotionState};
+use super::tracker::{Tracklet, affinity_margin};
+use crate::geometry::{Box3, count_points_in_box, iou_bev, wrap_angle};
+
+/// A refined box before ids and sensor-frame boxes are attached.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct PlannedBox {
+    /// Frame index.
+    pub frame: usize,
+    /// The box in the world frame.
+    pub box_in_world: Box3,
+    /// Where it came from.
+    pub origin: BoxOrigin,
+    /// Index of the supporting detection in the frame's class list.
+    pub detection: Option<usize>,
+    /// Its score.
+    pub score: f64,
+}
+
+/// The state at one end of a track, from which it is extended.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct EndState {
+    frame: usize,
+    box_in_world: Box3,
+    velocity: [f64; 3],
+}
+
+/// One refined track of one class.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct TrackPlan {
+    /// Static or dynamic.
+    pub motion: MotionState,
+    /// Track score.
+    pub score: f64,
+    /// Detections associated.
+    pub num_detected: usize,
+    /// The single size of rigid and static tracks.
+    pub size: Option<[f64; 3]>,
+    /// Boxes, in frame order.
+    pub boxes: Vec<PlannedBox>,
+    head: EndState,
+    tail: EndState,
+}
+
+/// Merges the two passes' tracklets into observation groups `frame → detection`.
+///
+/// Forward tracklets are primary. A backward tracklet that shares detections with several
+/// forward tracklets joins them when their frame spans do not overlap (the forward pass broke
+/// the object, the backward pass did not); its detections no forward tracklet took (low-score
+/// boxes before a track's birth, typically) go to the group it shares most detections with,
+/// where that group has no detection in the frame, or form a group of their own.
+pub(crate) fn merge_passes(
+    forward: &[Tracklet],
+    backward: &[Tracklet],
+    detections_per_frame: &[usize],
+) -> Vec<BTreeMap<usize, usize>> {
+    let mut owner: Vec<Vec<Option<usize>>> = detections_per_frame.iter().map(|&n| vec![None; n]).collect();
+    for (k, t) in forward.iter().enumerate() {
+        for &(f, d) in &t.observations {
+            owner[f][d] = Some(k);
+        }
+    }
+    let mut parent: Vec<usize> = (0..forward.len()).collect();
+    fn find(parent: &mut [usize], mut i: usize) -> usize {
+        while parent[i] != i {
+            parent[i] = parent[parent[i]];
+            i = parent[i];
+        }
+        i
+    }
+    let mut span: Vec<(usize, usize)> = forward
+        .iter()
+        .map(|t| {
+            let first = t.observations.first().map_or(0, |o| o.0);
+            let last = t.observations.last().map_or(0, |o| o.0);
+            (first, last)
+        })
+        .collect();
+    for b in backward {
+        let owners: Vec<usize> = b.observations.iter().filter_map(|&(f, d)| owner[f][d]).collect();
+        for pair in owners.windows(2) {
+            let (ra, rb) = (find(&mut parent, pair[0]), find(&mut parent, pair[1]));
+            if ra == rb {
+                continue;
+            }
+            let (sa, sb) = (span[ra], span[rb]);
+            if sa.1 < sb.0 || sb.1 < sa.0 {
+                let (keep, gone) = (ra.min(rb), ra.max(rb));
+                parent[gone] = keep;
+                span[keep] = (sa.0.min(sb.0), sa.1.max(sb.1));
+            }
+        }
+    }
+    // Groups from the joined forward tracklets, in order of their smallest member.
+    let mut group_of_root: BTreeMap<usize, usize> = BTreeMap::new();
+    let mut groups: Vec<BTreeMap<usize, usize>> = Vec::new();
+    let mut group_owner: Vec<Vec<Option<usize>>> = detections_per_frame.iter().map(|&n| vec![None; n]).collect();
+    for (k, t) in forward.iter().enumerate() {
+        let r = find(&mut parent, k);
+        let g = *group_of_root.entry(r).or_insert_with(|| {
+            groups.push(BTreeMap::new());
+            groups.len() - 1
+        });
+        for &(f, d) in &t.observations {
+            groups[g].insert(f, d);
+            group_owner[f][d] = Some(g);
+        }
+    }
+    for b in backward {
+        let mut counts: BTreeMap<usize, usize> = BTreeMap::new();
+        for &(f, d) in &b.observations {
+            if let Some(g) = group_owner[f][d] {
+                *counts.entry(g).or_default() += 1;
+            }
+        }
+        let unclaimed: Vec<(usize, usize)> = b
+            .observations
+            .iter()
+            .copied()
+            .filter(|&(f, d)| group_owner[f][d].is_none())
+            .collect();
+        if unclaimed.is_empty() {
+            continue;
+        }
+        // Most shared detections; ties go to the older group.
+        let target = counts
+            .iter()
+            .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
+            .map(|(&g, _)| g);
+        let g = match target {
+            Some(g) => g,
+            None => {
+                groups.push(BTreeMap::new());
+                groups.len() - 1
+            }
+        };
+        for (f, d) in unclaimed {
+            if let std::collections::btree_map::Entry::Vacant(slot) = groups[g].entry(f) {
+                slot.insert(d);
+                group_owner[f][d] = Some(g);
+            }
+        }
+    }
+    groups.retain(|g| !g.is_empty());
+    groups
+}
+
+/// Least-squares BEV velocity (m/s) of the last (`from_end`) or first `window` observations of
+/// a group; zero with fewer than two.
+fn group_velocity(
+    group: &BTreeMap<usize, usize>,
+    sequence: &PreparedSequence,
+    class_index: usize,
+    from_end: bool,
+    window: usize,
+) -> [f64; 2] {
+    let pick: Vec<(usize, usize)> = if from_end {
+        group.iter().rev().take(window).map(|(&f, &d)| (f, d)).collect()
+    } else {
+        group.iter().take(window).map(|(&f, &d)| (f, d)).collect()
+    };
+    if pick.len() < 2 {
+        return [0.0; 2];
+    }
+    let samples: Vec<(f64, f64, f64)> = pick
+        .iter()
+        .map(|&(f, d)| {
+            let b = &sequence.detections[f][class_index][d].box_in_world;
+            (sequence.times_micros[f] as f64 * 1e-6, b.x, b.y)
+        })
+        .collect();
+    let m = samples.len() as f64;
+    let mt = samples.iter().map(|s| s.0).sum::<f64>() / m;
+    let (mx, my) = (
+        samples.iter().map(|s| s.1).sum::<f64>() / m,
+        samples.iter().map(|s| s.2).sum::<f64>() / m,
+    );
+    let stt: f64 = samples.iter().map(|s| (s.0 - mt).powi(2)).sum();
+    if stt.is_nan() || stt <= 0.0 {
+        return [0.0; 2];
+    }
+    [
+        samples.iter().map(|s| (s.0 - mt) * (s.1 - mx)).sum::<f64>() / stt,
+        samples.iter().map(|s| (s.0 - mt) * (s.2 - my)).sum::<f64>() / stt,
+    ]
+}
+
+/// Below this end speed (m/s) a group counts as still for stitching across long gaps.
+const STITCH_STILL_SPEED_MPS: f64 = 0.5;
+
+/// BEV IoU two still groups' facing boxes need to be joined across a gap longer than
+/// `max_gap_frames`.
+const STITCH_STILL_MIN_IOU: f64 = 0.3;
+
+/// Observations used to estimate a group's velocity at its ends for stitching.
+const STITCH_VELOCITY_WINDOW: usize = 10;
+
+/// Joins groups across gaps longer than the tracker's `max_age_frames` (but at most
+/// `max_gap_frames`): the earlier group's last box, moved on its end velocity to the later
+/// group's first frame, must pass the association gate with the later group's first box.
+/// Two groups that are both still at the facing ends (< 0.5 m/s) are joined across any gap when
+/// their facing boxes overlap (BEV IoU > 0.3): a parked object unseen for a while.
+/// Pairs are joined greedily, shortest gap then smallest distance first, one successor and one
+/// predecessor per group.
+pub(crate) fn stitch_groups(
+    groups: Vec<BTreeMap<usize, usize>>,
+    sequence: &PreparedSequence,
+    class_index: usize,
+    c: &ClassTrackConfig,
+) -> Vec<BTreeMap<usize, usize>> {
+    let ends: Vec<((usize, usize), (usize, usize))> = groups
+        .iter()
+        .filter_map(|g| {
+            let (first, last) = (g.iter().next()?, g.iter().next_back()?);
+            Some(((*first.0, *first.1), (*last.0, *last.1)))
+        })
+        .collect();
+    if ends.len() != groups.len() {
+        return groups;
+    }
+    let velocities: Vec<[f64; 2]> = groups
+        .iter()
+        .map(|g| group_velocity(g, sequence, class_index, true, STITCH_VELOCITY_WINDOW))
+        .collect();
+    let mut links: Vec<(usize, f64, usize, usize)> = Vec::new();
+    let head_velocities: Vec<[f64; 2]> = groups
+        .iter()
+        .map(|g| group_velocity(g, sequence, class_index, false, STITCH_VELOCITY_WINDOW))
+        .collect();
+    let still = |v: [f64; 2]| v[0].hypot(v[1]) < STITCH_STILL_SPEED_MPS;
+    for (a, (_, (fa, da))) in ends.iter().enumerate() {
+        for (b, ((fb, db), _)) in ends.iter().enumerate() {
+            if fb <= fa {
+                continue;
+            }
+            // Two still groups on the same spot are one parked object however long it was unseen.
+            let both_still = still(velocities[a]) && still(head_velocities[b]);
+            if fb - fa > c.max_gap_frames as usize + 1 {
+                let first = &sequence.detections[*fb][class_index][*db].box_in_world;
+                let last = &sequence.detections[*fa][class_index][*da].box_in_world;
+                if both_still && iou_bev(first, last) > STITCH_STILL_MIN_IOU {
+                    links.push((fb - fa, (first.x - last.x).hypot(first.y - last.y), a, b));
+                }
+                continue;
+            }
+            let dt = (sequence.times_micros[*fb] - sequence.times_micros[*fa]) as f64 * 1e-6;
+            let mut predicted = sequence.detections[*fa][class_index][*da].box_in_world;
+            predicted.x += velocities[a][0] * dt;
+            predicted.y += velocities[a][1] * dt;
+            let target = &sequence.detections[*fb][class_index][*db].box_in_world;
+            if affinity_margin(c, &predicted, target).is_some() {
+                let distance = (predicted.x - target.x).hypot(predicted.y - target.y);
+                links.push((fb - fa, distance, a, b));
+            }
+        }
+    }
+    links.sort_by(|x, y| {
+        x.0.cmp(&y.0)
+            .then(x.1.total_cmp(&y.1))
+            .then((x.2, x.3).cmp(&(y.2, y.3)))
+    });
+    let mut successor: Vec<Option<usize>> = vec![None; groups.len()];
+    let mut has_predecessor = vec![false; groups.len()];
+    for (_, _, a, b) in links {
+        if successor[a].is_none() && !has_predecessor[b] {
+            successor[a] = Some(b);
+            has_predecessor[b] = true;
+        }
+    }
+    let mut groups: Vec<Option<BTreeMap<usize, usize>>> = groups.into_iter().map(Some).collect();
+    let mut out = Vec::new();
+    for (start, &joined_later) in has_predecessor.iter().enumerate() {
+        if joined_later {
+            continue;
+        }
+        let mut joined = BTreeMap::new();
+        let mut k = Some(start);
+        while let Some(i) = k {
+            if let Some(g) = groups[i].take() {
+                joined.extend(g);
+            }
+            k = successor[i];
+        }
+        out.push(joined);
+    }
+    out
+}
+
+/// Weighted median of `values` (weights ≥ 0; equal weights when they sum to 0).
+fn weighted_median(mut pairs: Vec<(f64, f64)>) -> f64 {
+    pairs.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let total: f64 = pairs.iter().map(|p| p.1).sum();
+    if total.is_nan() || total <= 0.0 {
+        return pairs.get(pairs.len() / 2).map_or(0.0, |p| p.0);
+    }
+    let mut acc = 0.0;
+    for &(v, w) in &pairs {
+        acc += w;
+        if acc >= 0.5 * total {
+            return v;
+        }
+    }
+    pairs.last().map_or(0.0, |p| p.0)
+}
+
+/// Refines one observation group; `None` when the track is dropped (short and weak, or weak).
+pub(crate) fn refine_group(
+    group: &BTreeMap<usize, usize>,
+    sequence: &PreparedSequence,
+    class_index: usize,
+    c: &ClassTrackConfig,
+) -> Option<TrackPlan> {
+    let obs: Vec<(usize, &WorldDetection)> = group
+        .iter()
+        .map(|(&f, &d)| (f, &sequence.detections[f][class_index][d]))
+        .collect();
+    let n = obs.len();
+    let (first_obs, last_obs) = (obs.first()?, obs.last()?);
+    let mean_score = obs.iter().map(|o| o.1.score).sum::<f64>() / n as f64;
+    let peak_score = obs.iter().map(|o| o.1.score).fold(f64::NEG_INFINITY, f64::max);
+    if (n < c.min_observations as usize && peak_score < c.short_track_min_score) || mean_score < c.min_mean_score {
+        return None;
+    }
+    let score = mean_score * (n as f64 / c.full_score_observations.max(1) as f64).min(1.0);
+
+    // Heading: chain each yaw to the previous one with the π-flip correction, then turn the
+    // whole chain around if most of the (score-weighted) detections point the other way.
+    let mut yaws = Vec::with_capacity(n);
+    for (k, (_, det)) in obs.iter().enumerate() {
+        let y = match k {
+            0 => wrap_angle(det.box_in_world.yaw),
+            _ => flip_near(det.box_in_world.yaw, yaws[k - 1]).0,
+        };
+        yaws.push(y);
+    }
+    let (mut agree, mut disagree) = (0.0, 0.0);
+    for ((_, det), y) in obs.iter().zip(&yaws) {
+        if wrap_angle(det.box_in_world.yaw - y).abs() < FRAC_PI_2 {
+            agree += det.score;
+        } else {
+            disagree += det.score;
+        }
+    }
+    if disagree > agree {
+        yaws.iter_mut().for_each(|y| *y += PI);
+    }
+
+    let weights: Vec<f64> = obs.iter().map(|o| o.1.score.max(1e-3)).collect();
+    let median_of = |f: &dyn Fn(&Box3) -> f64, confident_only: bool| {
+        let pairs: Vec<(f64, f64)> = obs
+            .iter()
+            .zip(&weights)
+            .filter(|(o, _)| !confident_only || o.1.score >= c.size_min_score)
+            .map(|(o, &w)| (f(&o.1.box_in_world), w))
+            .collect();
+        if pairs.is_empty() {
+            weighted_median(
+                obs.iter()
+                    .zip(&weights)
+                    .map(|(o, &w)| (f(&o.1.box_in_world), w))
+                    .collect(),
+            )
+        } else {
+            weighted_median(pairs)
+        }
+    };
+    let pitch = median_of(&|b| b.pitch, false);
+    let roll = median_of(&|b| b.roll, false);
+    let median_size = [
+        median_of(&|b| b.l, true),
+        median_of(&|b| b.w, true),
+        median_of(&|b| b.h, true),
+    ];
+
+    // Static test (MS3D): small first-to-last displacement and small centre spread.
+    let (fb, lb) = (&first_obs.1.box_in_world, &last_obs.1.box_in_world);
+    let displacement = (lb.x - fb.x).hypot(lb.y - fb.y);
+    let (mx, my) = (
+        obs.iter().map(|o| o.1.box_in_world.x).sum::<f64>() / n as f64,
+        obs.iter().map(|o| o.1.box_in_world.y).sum::<f64>() / n as f64,
+    );
+    let variance = obs
+        .iter()
+        .map(|o| 0.5 * ((o.1.box_in_world.x - mx).powi(2) + (o.1.box_in_world.y - my).powi(2)))
+        .sum::<f64>()
+        / n as f64;
+    let is_static = n >= 2 && displacement < c.static_max_displacement_m && variance < c.static_max_variance_m2;
+
+    let blend = |s: f64| c.detection_score_weight * s + (1.0 - c.detection_score_weight) * score;
+    if is_static {
+        let (sin, cos) = yaws
+            .iter()
+            .zip(&weights)
+            .fold((0.0, 0.0), |(s, co), (y, w)| (s + w * y.sin(), co + w * y.cos()));
+        let fused = Box3::from_array([
+            median_of(&|b| b.x, false),
+            median_of(&|b| b.y, false),
+            median_of(&|b| b.z, false),
+            median_size[0],
+            median_size[1],
+            median_size[2],
+            sin.atan2(cos),
+            pitch,
+            roll,
+        ]);
+        let mut boxes = Vec::new();
+        for f in first_obs.0..=last_obs.0 {
+            // Gaps longer than max_gap_frames (a parked object joined across a long occlusion)
+            // keep the id but are not filled: the object may be fully hidden there.
+            let previous = group.range(..=f).next_back().map_or(f, |(&p, _)| p);
+            let next = group.range(f..).next().map_or(f, |(&n, _)| n);
+            if next - previous > c.max_gap_frames as usize + 1 {
+                continue;
+            }
+            let (origin, detection, s) = match group.get(&f) {
+                Some(&d) => (
+                    BoxOrigin::Detected,
+                    Some(d),
+                    blend(sequence.detections[f][class_index][d].score),
+                ),
+                None => (BoxOrigin::Interpolated, None, score * c.interpolation_score_factor),
+            };
+            boxes.push(PlannedBox {
+                frame: f,
+                box_in_world: fused,
+                origin,
+                detection,
+                score: s,
+            });
+        }
+        let end = |frame| EndState {
+            frame,
+            box_in_world: fused,
+            velocity: [0.0; 3],
+        };
+        return Some(TrackPlan {
+            motion: MotionState::Static,
+            score,
+            num_detected: n,
+            size: Some(median_size),
+            boxes,
+            head: end(first_obs.0),
+            tail: end(last_obs.0),
+        });
+    }
+
+    // Dynamic: smooth each segment (split where a gap exceeds max_gap_frames).
+    let mut boxes = Vec::new();
+    let mut head = None;
+    let mut tail = None;
+    let mut start = 0;
+    while start < n {
+        let mut end = start + 1;
+        while end < n && obs[end].0 - obs[end - 1].0 <= c.max_gap_frames as usize + 1 {
+            end += 1;
+        }
+        let segment = &obs[start..end];
+        let segment_yaws = &yaws[start..end];
+        let (f0, f1) = (segment[0].0, segment[segment.len() - 1].0);
+        let mut filters: [Vec<FilterStep>; 4] = Default::default();
+        let mut k = 0;
+        for f in f0..=f1 {
+            let measured = (segment[k].0 == f).then(|| {
+                let b = &segment[k].1.box_in_world;
+                let m = [b.x, b.y, b.z, segment_yaws[k]];
+                k += 1;
+                m
+            });
+            for (axis, steps) in filters.iter_mut().enumerate() {
+                let (std, accel, rate_std) = if axis == 3 {
+                    (c.yaw_std_rad, c.yaw_acceleration_std_radps2, 1.0)
+                } else {
+                    (c.position_std_m, c.acceleration_std_mps2, c.initial_velocity_std_mps)
+                };
+                let step = match steps.last() {
+                    None => {
+                        let z = measured.map_or(0.0, |m| m[axis]);
+                        let s = CvFilter::new(z, std, rate_std);
+                        FilterStep {
+                            predicted: s,
+                            filtered: s,
+                            dt_s: 0.0,
+                        }
+                    }
+                    Some(previous) => {
+                        let dt_s = (sequence.times_micros[f] - sequence.times_micros[f - 1]) as f64 * 1e-6;
+                        let predicted = previous.filtered.predicted(dt_s, accel);
+                        let filtered = measured.map_or(predicted, |m| predicted.updated(m[axis], std));
+                        FilterStep {
+                            predicted,
+                            filtered,
+                            dt_s,
+                        }
+                    }
+                };
+                steps.push(step);
+            }
+        }
+        let smooth: Vec<Vec<(f64, f64)>> = filters.iter().map(|s| rts_smooth(s)).collect();
+        // Non-rigid sizes: the detection's where detected, linear in between.
+        let mut k = 0;
+        for (i, f) in (f0..=f1).enumerate() {
+            while k + 1 < segment.len() && segment[k + 1].0 <= f {
+                k += 1;
+            }
+            let size = if c.rigid {
+                median_size
+            } else {
+                let a = &segment[k].1.box_in_world;
+                match segment.get(k + 1) {
+                    Some(next) if segment[k].0 < f => {
+                        let b = &next.1.box_in_world;
+                        let t = (f - segment[k].0) as f64 / (next.0 - segment[k].0) as f64;
+                        [a.l + t * (b.l - a.l), a.w + t * (b.w - a.w), a.h + t * (b.h - a.h)]
+                    }
+                    _ => [a.l, a.w, a.h],
+                }
+            };
+            let b = Box3::from_array([
+                smooth[0][i].0,
+                smooth[1][i].0,
+                smooth[2][i].0,
+                size[0],
+                size[1],
+                size[2],
+                wrap_angle(smooth[3][i].0),
+                pitch,
+                roll,
+            ]);
+            let velocity = [smooth[0][i].1, smooth[1][i].1, smooth[2][i].1];
+            let (origin, detection, s) = match group.get(&f) {
+                Some(&d) => (
+                    BoxOrigin::Detected,
+                    Some(d),
+                    blend(sequence.detections[f][class_index][d].score),
+                ),
+                None => (BoxOrigin::Interpolated, None, score * c.interpolation_score_factor),
+            };
+            boxes.push(PlannedBox {
+                frame: f,
+                box_in_world: b,
+                origin,
+                detection,
+                score: s,
+            });
+            let state = EndState {
+                frame: f,
+                box_in_world: b,
+                velocity,
+            };
+            if head.is_none() {
+                head = Some(state);
+            }
+            tail = Some(state);
+        }
+        start = end;
+    }
+    Some(TrackPlan {
+        motion: MotionState::Dynamic,
+        score,
+        num_detected: n,
+        size: c.rigid.then_some(median_size),
+        boxes,
+        head: head?,
+        tail: tail?,
+    })
+}
+
+/// Whether the frame's points show an object in `box_in_world`: `None` without points,
+/// otherwise whether at least `evidence_min_points` fall inside the box with its bottom
+/// raised by `evidence_ground_margin_m` (so ground returns do not count).
+fn points_evidence(frame: &TrackFrame, box_in_world: &Box3, c: &ClassTrackConfig) -> Option<bool> {
+    let cloud = frame.points_in_sensor.as_ref()?;
+    let margin = c.evidence_ground_margin_m.clamp(0.0, 0.9 * box_in_world.h);
+    let mut raised = *box_in_world;
+    raised.z += 0.5 * margin;
+    raised.h -= margin;
+    let in_sensor = raised.transformed(&frame.world_from_sensor.inverse());
+    Some(count_points_in_box(cloud, &in_sensor) >= c.evidence_min_points as usize)
+}
+
+/// BEV IoU above which an extension would run into another track's box.
+const EXTENSION_OVERLAP_IOU: f64 = 0.1;
+
+/// Extends each plan past both ends (dynamic: on the end state's motion, `extension_max_frames`;
+/// static: the fused box, `static_propagation_frames`) while the points show the object and no
+/// other box of the class is there. Frames without points extend static tracks (as MS3D
+/// propagates them) but not dynamic ones. Plans are visited by falling score so stronger tracks
+/// claim contested frames first; `occupied[frame]` holds every box of the class.
+pub(crate) fn extend_plans(
+    plans: &mut [TrackPlan],
+    frames: &[TrackFrame],
+    times_micros: &[i64],
+    occupied: &mut [Vec<Box3>],
+    c: &ClassTrackConfig,
+) {
+    let mut order: Vec<usize> = (0..plans.len()).collect();
+    order.sort_by(|&a, &b| plans[b].score.total_cmp(&plans[a].score).then(a.cmp(&b)));
+    for k in order {
+        let plan = &plans[k];
+        if plan.num_detected < c.min_observations as usize {
+            continue;
+        }
+        let (max_frames, decay) = match plan.motion {
+            MotionState::Static => (c.static_propagation_frames, c.static_score_decay),
+            MotionState::Dynamic => (c.extension_max_frames, c.extension_score_decay),
+        };
+        let mut added = Vec::new();
+        for (end, direction) in [(plan.head, -1i64), (plan.tail, 1i64)] {
+            for step in 1..=max_frames as i64 {
+                let f = end.frame as i64 + direction * step;
+                if f < 0 || f >= frames.len() as i64 {
+                    break;
+                }
+                let f = f as usize;
+                let dt_s = (times_micros[f] - times_micros[end.frame]) as f64 * 1e-6;
+                let mut b = end.box_in_world;
+                b.x += end.velocity[0] * dt_s;
+                b.y += end.velocity[1] * dt_s;
+                b.z += end.velocity[2] * dt_s;
+                if occupied[f].iter().any(|o| iou_bev(o, &b) > EXTENSION_OVERLAP_IOU) {
+                    break;
+                }
+                let accepted = match points_evidence(&frames[f], &b, c) {
+                    Some(seen) => seen,
+                    None => plan.motion == MotionState::Static,
+                };
+                if !accepted {
+                    break;
+                }
+                occupied[f].push(b);
+                added.push(PlannedBox {
+                    frame: f,
+                    box_in_world: b,
+                    origin: BoxOrigin::Extended,
+                    detection: None,
+                    score: plan.score * decay.powi(step as i32),
+                });
+            }
+        }
+        let plan = &mut plans[k];
+        plan.boxes.extend(added);
+        plan.boxes.sort_by_key(|b| b.frame);
+    }
+}
+
+/// Refines one class: merge the passes, refine each group, extend.
+pub(crate) fn refine_class(
+    forward: &[Tracklet],
+    backward: &[Tracklet],
+    frames: &[TrackFrame],
+    sequence: &PreparedSequence,
+    class_index: usize,
+    c: &ClassTrackConfig,
+) -> Vec<TrackPlan> {
+    let counts: Vec<usize> = sequence.detections.iter().map(|d| d[class_index].len()).collect();
+    let groups = stitch_groups(merge_passes(forward, backward, &counts), sequence, class_index, c);
+    let mut plans: Vec<TrackPlan> = groups
+        .iter()
+        .filter_map(|g| refine_group(g, sequence, class_index, c))
+        .collect();
+    let mut occupied: Vec<Vec<Box3>> = vec![Vec::new(); frames.len()];
+    for plan in &plans {
+        for b in &plan.boxes {
+            occupied[b.frame].push(b.box_in_world);
+        }
+    }
+    extend_plans(&mut plans, frames, &sequence.times_micros, &mut occupied, c);
+    plans
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tracklet(obs: &[(usize, usize)]) -> Tracklet {
+        Tracklet {
+            observations: obs.to_vec(),
+        }
+    }
+
+    /// Forward broke one object into A (frames 0–2) and B (5–6); the backward tracklet saw it
+    /// whole, including an unclaimed low-score detection at frame 3: one group of 6.
+    /// A concurrent forward tracklet C (frames 1–5) that backward also touched is not joined
+    /// (its span overlaps).
+    #[test]
+    fn backward_pass_joins_broken_tracks_and_adds_unclaimed_detections() {
+        let counts = vec![2; 7];
+        let forward = vec![
+            tracklet(&[(0, 0), (1, 0), (2, 0)]),
+            tracklet(&[(5, 0), (6, 0)]),
+            tracklet(&[(1, 1), (2, 1), (3, 1), (4, 1), (5, 1)]),
+        ];
+        let backward = vec![
+            tracklet(&[(1, 0), (2, 0), (3, 0), (5, 0), (6, 0)]),
+            tracklet(&[(2, 0), (3, 1)]),
+        ];
+        let groups = merge_passes(&forward, &backward, &counts);
+        assert_eq!(groups.len(), 2);
+        let joined: Vec<(usize, usize)> = groups[0].iter().map(|(&f, &d)| (f, d)).collect();
+        assert_eq!(joined, vec![(0, 0), (1, 0), (2, 0), (3, 0), (5, 0), (6, 0)]);
+        assert_eq!(groups[1].len(), 5);
+    }
+
+    #[test]
+    fn weighted_median_follows_weights() {
+        assert_eq!(weighted_median(vec![(1.0, 1.0), (2.0, 1.0), (10.0, 5.0)]), 10.0);
+        assert_eq!(weighted_median(vec![(3.0, 1.0), (1.0, 1.0), (2.0, 1.0)]), 2.0);
+        assert_eq!(weighted_median(vec![(3.0, 0.0), (1.0, 0.0)]), 3.0);
+    }
+}
