@@ -28,7 +28,7 @@ use clap::{Parser, ValueEnum};
 /// How each frame's detections become per-frame labels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Fusion {
-    /// KDE box fusion (`fuse::FusionConfig::default()`, resolved for the platform).
+    /// KDE box fusion (`--fusion-config`, resolved for the platform).
     Kbf,
     /// Union of the three detectors, then class-wise BEV NMS (this example's own, independent
     /// of `fuse`).
@@ -47,6 +47,9 @@ struct Args {
     /// Per-frame fusion.
     #[arg(long, value_enum, default_value_t = Fusion::Kbf)]
     fusion: Fusion,
+    /// KDE box fusion settings as TOML (`FusionConfig`); `ms3d` for `FusionConfig::default()`.
+    #[arg(long, default_value = "pipelines/fusion.toml")]
+    fusion_config: String,
     /// Tracking profiles as TOML (`TrackingProfiles`; partial tables keep the defaults).
     #[arg(long)]
     track_config: Option<std::path::PathBuf>,
@@ -255,12 +258,17 @@ fn main() -> Result<()> {
             .with_context(|| format!("{}: bad tracking profiles", path.display()))?,
         None => TrackingProfiles::default(),
     };
+    let fusion_config: FusionConfig = match args.fusion_config.as_str() {
+        "ms3d" => FusionConfig::default(),
+        path => toml::from_str(&std::fs::read_to_string(path).with_context(|| format!("read {path}"))?)
+            .with_context(|| format!("{path}: bad fusion config"))?,
+    };
     println!(
         "| platform | labels | vehicle BEV AP@0.7 | pedestrian BEV AP@0.5 | vehicle recall | pedestrian recall | vehicle MOTA | vehicle IDS/100 GT tracks | boxes |"
     );
     println!("|---|---|---|---|---|---|---|---|---|");
     for &platform in &args.platforms {
-        let fuser = Fuser::new(&FusionConfig::default(), platform)?;
+        let fuser = Fuser::new(&fusion_config, platform)?;
         let (mut gt, mut per_frame, mut offline, mut baseline) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         let mut seconds = [0.0f64; 2];
         for &seed in &args.seeds {

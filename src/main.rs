@@ -19,9 +19,12 @@ struct Cli {
 enum Command {
     /// Run the demonstration on data it simulates itself and print what each stage produced.
     Demo {
-        /// Sweeps per platform.
+        /// Sweeps per platform written in the real formats and read back.
         #[arg(long, default_value_t = 5)]
         frames: usize,
+        /// Consecutive sweeps per platform for the fusion and tracking stages.
+        #[arg(long, default_value_t = 40)]
+        consolidation_frames: usize,
         /// Simulator seed.
         #[arg(long, default_value_t = 7)]
         seed: u64,
@@ -120,8 +123,19 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
-        Command::Demo { frames, seed, out } => {
-            let report = boxlayer::demo::run(&boxlayer::demo::DemoOptions { frames, seed, out }).context("demo")?;
+        Command::Demo {
+            frames,
+            consolidation_frames,
+            seed,
+            out,
+        } => {
+            let options = boxlayer::demo::DemoOptions {
+                frames,
+                seed,
+                out,
+                consolidation_frames,
+            };
+            let report = boxlayer::demo::run(&options).context("demo")?;
             print!("{report}");
         }
         Command::Inspect { file } => {

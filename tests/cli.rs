@@ -35,7 +35,7 @@ fn help_lists_the_working_commands() {
 fn demo_writes_ground_truth_that_eval_scores_perfectly() {
     let dir = tempfile::tempdir().unwrap();
     let out = boxlayer()
-        .args(["demo", "--frames", "2", "--out"])
+        .args(["demo", "--frames", "2", "--consolidation-frames", "12", "--out"])
         .arg(dir.path())
         .output()
         .unwrap();
@@ -91,6 +91,57 @@ fn demo_writes_ground_truth_that_eval_scores_perfectly() {
             assert!((ap - 1.0).abs() < 1e-12, "AP {ap} in {platform}");
         });
         assert!(seen > 0);
+    }
+    check_consolidation(&report, dir.path());
+}
+
+/// The consolidation table: for vehicles, fusing the three modelled detectors beats the best of
+/// them and tracking beats fusion (seed 7, 12 sweeps), and the written consolidated boxes score
+/// the printed AP when `eval` reads them back.
+fn check_consolidation(report: &str, dir: &Path) {
+    let table: Vec<&str> = report
+        .lines()
+        .skip_while(|l| !l.starts_with("consolidation:"))
+        .collect();
+    for platform in ["vehicle", "drone", "quadruped"] {
+        let row = table
+            .iter()
+            .find(|l| l.starts_with(platform))
+            .unwrap_or_else(|| panic!("{report}"));
+        // platform, detector, best veh / ped, fused veh / ped, consolidated veh / ped, MOTA, IDS/GT
+        let f: Vec<&str> = row.split_whitespace().collect();
+        let (best, fused, consolidated): (f64, f64, f64) =
+            (f[2].parse().unwrap(), f[5].parse().unwrap(), f[8].parse().unwrap());
+        assert!(fused > best && consolidated >= fused, "{row}");
+        let mota: f64 = f[11].parse().unwrap();
+        assert!(mota > 0.5, "{row}");
+
+        let sequence = format!("sim_{platform}_seed7");
+        let truth = dir.join(format!("{platform}/{sequence}_consolidation_gt.jsonl"));
+        let boxes = dir.join(format!("{platform}/{sequence}_consolidated.jsonl"));
+        let data = boxlayer::eval::input::load_jsonl(&boxes).unwrap();
+        assert!(!data.boxes.is_empty() && data.boxes.iter().all(|b| b.track_id.is_some()));
+        let json = dir.join(format!("{platform}_consolidated.json"));
+        let eval = boxlayer()
+            .arg("eval")
+            .arg("--gt")
+            .arg(&truth)
+            .arg("--pred")
+            .arg(&boxes)
+            .arg("--json")
+            .arg(&json)
+            .output()
+            .unwrap();
+        assert!(eval.status.success(), "{}", String::from_utf8_lossy(&eval.stderr));
+        let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        let vehicle_bev_07 = v["detection"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["class"] == "vehicle" && r["iou_kind"] == "bev" && r["threshold"] == 0.7)
+            .unwrap();
+        let ap = vehicle_bev_07["ap_r40"].as_f64().unwrap();
+        assert!((100.0 * ap - consolidated).abs() <= 0.05 + 1e-9, "{ap} vs {row}");
     }
 }
 

@@ -189,12 +189,8 @@ fn bev_ap(truth: &[EvalBox], predicted: &[EvalBox]) -> VehiclePedestrianAp {
         ..DetectionConfig::default()
     };
     let results = evaluate_detection(truth, predicted, &config, ThresholdRule::Strict);
-    [ObjectClass::Vehicle, ObjectClass::Pedestrian].map(|class| {
-        results
-            .iter()
-            .find(|r| r.class == class)
-            .and_then(|r| r.ap_r40)
-    })
+    [ObjectClass::Vehicle, ObjectClass::Pedestrian]
+        .map(|class| results.iter().find(|r| r.class == class).and_then(|r| r.ap_r40))
 }
 
 fn write_json_lines(path: &Path, boxes: &[EvalBox]) -> Result<(), DemoError> {
