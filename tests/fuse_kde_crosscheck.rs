@@ -12,21 +12,9 @@ use std::process::Command;
 use boxlayer::fuse::{Bandwidth, GaussianKde};
 use serde_json::{Value, json};
 
-/// splitmix64: a tiny seeded generator, so the cases are reproducible without extra crates.
-struct Rng(u64);
-
-impl Rng {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn uniform(&mut self, lo: f64, hi: f64) -> f64 {
-        lo + (hi - lo) * (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
+#[path = "support/split_mix.rs"]
+mod split_mix;
+use split_mix::Rng;
 
 struct Case {
     dims: usize,

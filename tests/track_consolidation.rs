@@ -13,25 +13,9 @@ use boxlayer::track::{
 use boxlayer::{PointCloud, geometry::pose::isometry_from_euler};
 use nalgebra::{Isometry3, Vector3};
 
-/// SplitMix64 with a Box–Muller normal; seeded, so every test is reproducible.
-struct Rng(u64);
-
-impl Rng {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn uniform(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-    fn normal(&mut self, std: f64) -> f64 {
-        let (u1, u2) = (self.uniform().max(1e-12), self.uniform());
-        std * (-2.0 * u1.ln()).sqrt() * (2.0 * PI * u2).cos()
-    }
-}
+#[path = "support/split_mix.rs"]
+mod split_mix;
+use split_mix::Rng;
 
 const PERIOD_MICROS: i64 = 100_000;
 
@@ -111,7 +95,7 @@ fn constant_velocity_target_with_missing_detections_is_one_track_with_gaps_fille
     let n = 100;
     let mut missing = BTreeSet::new();
     while missing.len() < 30 {
-        let k = 1 + (rng.uniform() * (n - 2) as f64) as usize;
+        let k = 1 + (rng.uniform(0.0, 1.0) * (n - 2) as f64) as usize;
         missing.insert(k);
     }
     let frames: Vec<TrackFrame> = (0..n)
