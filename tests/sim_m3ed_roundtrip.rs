@@ -224,7 +224,9 @@ fn same_seed_gives_identical_bytes_and_the_h5_tree_is_documented() {
         fa.keys().collect::<Vec<_>>(),
         [
             "spot_sim_seed5_boxes_gt.jsonl",
+            "spot_sim_seed5_boxes_gt.parquet",
             "spot_sim_seed5_data.h5",
+            "spot_sim_seed5_frames_gt.parquet",
             "spot_sim_seed5_pose_gt.h5"
         ]
     );

@@ -75,8 +75,8 @@ fn vehicle_segment_reads_back_to_the_simulation() {
         .collect();
     assert_eq!(
         leftovers.len(),
-        2,
-        "only the segment and the ground truth remain: {leftovers:?}"
+        4,
+        "only the segment and the ground truth (JSON lines, two Parquet files) remain: {leftovers:?}"
     );
 
     let source = WaymoV1Source::open(&summary.segment_path, WaymoConfig::default()).unwrap();
@@ -303,7 +303,9 @@ fn same_seed_gives_identical_bytes_and_an_independent_check_accepts_the_segment(
         fa.keys().collect::<Vec<_>>(),
         [
             "segment-sim_seed5_with_camera_labels.tfrecord",
-            "sim_seed5_boxes_gt.jsonl"
+            "sim_seed5_boxes_gt.jsonl",
+            "sim_seed5_boxes_gt.parquet",
+            "sim_seed5_frames_gt.parquet"
         ]
     );
     for (name, bytes) in &fa {

@@ -29,6 +29,7 @@ use super::camera_render::{CameraRenderConfig, render_camera_at};
 
 use super::lidar::{OUSTER_BEAMS, OUSTER_COLUMNS, OusterCalibration};
 use super::simulator::{LidarCalibration, LidarSweep, OusterScan, SWEEP_PERIOD_MICROS, SimError, Simulator};
+use super::write_truth::{TruthParquetPaths, TruthTables, TruthWriteError};
 use crate::eval::input::to_json_line;
 use crate::frame::{CameraAxes, CameraCalibration, Distortion, Platform};
 use crate::sources::m3ed::metadata::DataFormat;
@@ -45,6 +46,9 @@ pub enum SimWriteError {
     /// The M3ED writer failed.
     #[error(transparent)]
     Write(#[from] WriteError),
+    /// The ground-truth Parquet files could not be written.
+    #[error(transparent)]
+    Truth(#[from] TruthWriteError),
     /// The platform carries no OS1 (the car's Waymo writer is a separate path).
     #[error(
         "platform `{0}`: M3ED files hold an OS1; the car is written as a Waymo segment (`sim::write_waymo_segment`)"
@@ -90,6 +94,8 @@ pub struct M3edWriteSummary {
     pub pose_path: PathBuf,
     /// `<seq>_boxes_gt.jsonl`.
     pub truth_path: PathBuf,
+    /// `<seq>_boxes_gt.parquet` and `<seq>_frames_gt.parquet` (set when the sequence is complete).
+    pub truth_parquet: Option<TruthParquetPaths>,
     /// LiDAR returns per sweep.
     pub points_per_sweep: Vec<usize>,
     /// Labelled objects (boxes written) per sweep.
@@ -100,7 +106,7 @@ pub struct M3edWriteSummary {
     pub imu_rows: usize,
     /// RGB images written to `/ovc/rgb/data`.
     pub images: usize,
-    /// Size of the three files together (bytes).
+    /// Size of the files together (bytes).
     pub bytes_written: u64,
 }
 
@@ -134,6 +140,11 @@ impl M3edWriteSummary {
         ));
         for path in [&self.data_path, &self.pose_path, &self.truth_path] {
             out.push_str(&format!("wrote          {}\n", path.display()));
+        }
+        if let Some(parquet) = &self.truth_parquet {
+            for path in [&parquet.boxes, &parquet.frames] {
+                out.push_str(&format!("wrote          {}\n", path.display()));
+            }
         }
         out.push_str(&format!(
             "bytes written  {} ({:.1} MiB)\n",
@@ -315,6 +326,7 @@ pub fn write_m3ed_sequence(
         data_path: data_path.clone(),
         pose_path: pose_path.clone(),
         truth_path: truth_path.clone(),
+        truth_parquet: None,
         points_per_sweep: Vec::with_capacity(frames),
         objects_per_sweep: Vec::with_capacity(frames),
         objects_hit_per_sweep: Vec::with_capacity(frames),
@@ -325,6 +337,7 @@ pub fn write_m3ed_sequence(
     let mut pose_times = Vec::with_capacity(frames);
     let mut l0_from_sensor = Vec::with_capacity(frames);
     let mut world_from_l0: Option<Isometry3<f64>> = None;
+    let mut truth_tables = TruthTables::new(sequence_name, platform);
     for index in 0..frames {
         let sweep = sim.sweep(index)?;
         let LidarSweep::Ouster(scan) = &sweep.lidar else {
@@ -380,6 +393,7 @@ pub fn write_m3ed_sequence(
             let text = to_json_line(&object.to_eval_box(sequence_name, index, platform));
             writeln!(truth, "{text}").map_err(io(&truth_path))?;
         }
+        truth_tables.push_sweep(index, &sweep);
         summary
             .points_per_sweep
             .push(scan.range_mm.iter().filter(|&&r| r != 0).count());
@@ -397,9 +411,11 @@ pub fn write_m3ed_sequence(
         &lidar_to_prophesee_left,
         PoseTimeType::Int64,
     )?;
-    for path in [&data_path, &pose_path, &truth_path] {
+    let parquet = truth_tables.write(out_dir)?;
+    for path in [&data_path, &pose_path, &truth_path, &parquet.boxes, &parquet.frames] {
         summary.bytes_written += std::fs::metadata(path).map_err(io(path))?.len();
     }
+    summary.truth_parquet = Some(parquet);
     Ok(summary)
 }
 

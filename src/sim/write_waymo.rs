@@ -39,6 +39,7 @@ use thiserror::Error;
 use super::camera_render::render_camera;
 use super::lidar::{TOP_COLUMNS, TOP_ROWS, TopCalibration};
 use super::simulator::{LidarCalibration, LidarSweep, ObjectTruth, SimError, SimSweep, Simulator, TopRangeImage};
+use super::write_truth::{TruthParquetPaths, TruthTables, TruthWriteError};
 use crate::camera::project_box;
 use crate::eval::input::to_json_line;
 use crate::frame::{CameraCalibration, Platform};
@@ -62,6 +63,9 @@ pub enum WaymoWriteError {
     /// The simulator (or the camera renderer) refused a sweep.
     #[error(transparent)]
     Sim(#[from] SimError),
+    /// The ground-truth Parquet files could not be written.
+    #[error(transparent)]
+    Truth(#[from] TruthWriteError),
     /// The platform carries no TOP LiDAR.
     #[error("platform `{0}`: a Waymo segment holds the car's TOP LiDAR; drones and quadrupeds are written as M3ED")]
     NotVehicle(Platform),
@@ -140,6 +144,8 @@ pub struct WaymoWriteSummary {
     pub segment_path: PathBuf,
     /// `<name>_boxes_gt.jsonl`.
     pub truth_path: PathBuf,
+    /// `<name>_boxes_gt.parquet` and `<name>_frames_gt.parquet` (set when the segment is complete).
+    pub truth_parquet: Option<TruthParquetPaths>,
     /// LiDAR returns per sweep.
     pub points_per_sweep: Vec<usize>,
     /// Labelled objects (laser labels written) per sweep.
@@ -154,7 +160,7 @@ pub struct WaymoWriteSummary {
     pub jpeg_quality: u8,
     /// What rendered the camera images.
     pub camera_images: String,
-    /// Size of the two files together (bytes).
+    /// Size of the files written, together (bytes).
     pub bytes_written: u64,
 }
 
@@ -208,6 +214,11 @@ impl WaymoWriteSummary {
         out.push_str(&format!("KiB/frame      {}\n", stats(&frame_kib)));
         for path in [&self.segment_path, &self.truth_path] {
             out.push_str(&format!("wrote          {}\n", path.display()));
+        }
+        if let Some(parquet) = &self.truth_parquet {
+            for path in [&parquet.boxes, &parquet.frames] {
+                out.push_str(&format!("wrote          {}\n", path.display()));
+            }
         }
         out.push_str(&format!(
             "bytes written  {} ({:.1} MiB)\n",
@@ -625,10 +636,12 @@ pub fn write_waymo_segment_with(
     let mut body_lengths = Vec::with_capacity(frames);
     let mut truth = BufWriter::new(File::create(&truth_path).map_err(io(&truth_path))?);
     let mut unique_objects: BTreeMap<i32, BTreeSet<u32>> = BTreeMap::new();
+    let mut truth_tables = TruthTables::new(name, platform);
     let mut summary = WaymoWriteSummary {
         context_name: name.to_string(),
         segment_path: segment_path.clone(),
         truth_path: truth_path.clone(),
+        truth_parquet: None,
         points_per_sweep: Vec::with_capacity(frames),
         objects_per_sweep: Vec::with_capacity(frames),
         objects_hit_per_sweep: Vec::with_capacity(frames),
@@ -744,6 +757,7 @@ pub fn write_waymo_segment_with(
             let text = to_json_line(&object.to_eval_box(name, index, platform));
             writeln!(truth, "{text}").map_err(io(&truth_path))?;
         }
+        truth_tables.push_sweep(index, &sweep);
 
         let frame = proto::Frame {
             context: None,
@@ -827,9 +841,11 @@ pub fn write_waymo_segment_with(
     }
     writer.finish().map_err(io(&partial.0))?;
     std::fs::rename(&partial.0, &segment_path).map_err(io(&segment_path))?;
-    for path in [&segment_path, &truth_path] {
+    let parquet = truth_tables.write(out_dir)?;
+    for path in [&segment_path, &truth_path, &parquet.boxes, &parquet.frames] {
         summary.bytes_written += std::fs::metadata(path).map_err(io(path))?.len();
     }
+    summary.truth_parquet = Some(parquet);
     Ok(summary)
 }
 
