@@ -82,7 +82,8 @@ enum Command {
     },
     /// Simulate a sequence and write it in its platform's real format: a car as a Waymo v1
     /// segment (`segment-sim_seed<S>_with_camera_labels.tfrecord`), a drone or quadruped as M3ED
-    /// files (`<seq>_data.h5`, `<seq>_pose_gt.h5`); ground truth as JSON lines (`<seq>_boxes_gt.jsonl`).
+    /// files (`<seq>_data.h5`, `<seq>_pose_gt.h5`); ground truth as JSON lines (`<seq>_boxes_gt.jsonl`)
+    /// and Parquet (`<seq>_boxes_gt.parquet`, `<seq>_frames_gt.parquet`).
     Simulate {
         /// `vehicle` (Waymo segment `sim_seed<S>`), `drone` (M3ED `falcon_sim_seed<S>`) or
         /// `quadruped` (`spot_sim_seed<S>`).
