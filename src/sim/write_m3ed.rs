@@ -110,16 +110,18 @@ pub struct M3edWriteSummary {
     pub bytes_written: u64,
 }
 
+/// `mean …, min …, max …` of per-sweep counts, for the writers' one-screen summaries.
+pub(crate) fn stats(v: &[usize]) -> String {
+    let n = v.len().max(1);
+    let mean = v.iter().sum::<usize>() as f64 / n as f64;
+    let min = v.iter().min().copied().unwrap_or(0);
+    let max = v.iter().max().copied().unwrap_or(0);
+    format!("mean {mean:.1}, min {min}, max {max}")
+}
+
 impl M3edWriteSummary {
     /// A one-screen text summary (what `boxlayer simulate` prints), `elapsed` the run time.
     pub fn display(&self, elapsed: std::time::Duration) -> String {
-        fn stats(v: &[usize]) -> String {
-            let n = v.len().max(1);
-            let mean = v.iter().sum::<usize>() as f64 / n as f64;
-            let min = v.iter().min().copied().unwrap_or(0);
-            let max = v.iter().max().copied().unwrap_or(0);
-            format!("mean {mean:.1}, min {min}, max {max}")
-        }
         let mut out = String::new();
         out.push_str(&format!("sequence       {}\n", self.sequence));
         out.push_str(&format!("sweeps         {}\n", self.points_per_sweep.len()));

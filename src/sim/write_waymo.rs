@@ -39,6 +39,7 @@ use thiserror::Error;
 use super::camera_render::render_camera;
 use super::lidar::{TOP_COLUMNS, TOP_ROWS, TopCalibration};
 use super::simulator::{LidarCalibration, LidarSweep, ObjectTruth, SimError, SimSweep, Simulator, TopRangeImage};
+use super::write_m3ed::stats;
 use super::write_truth::{TruthParquetPaths, TruthTables, TruthWriteError};
 use crate::camera::project_box;
 use crate::eval::input::to_json_line;
@@ -167,22 +168,10 @@ pub struct WaymoWriteSummary {
 impl WaymoWriteSummary {
     /// A one-screen text summary (what `boxlayer simulate` prints), `elapsed` the run time.
     pub fn display(&self, elapsed: std::time::Duration) -> String {
-        fn stats<T: Copy + Into<f64> + Ord + Default>(v: &[T]) -> String {
-            let n = v.len().max(1);
-            let mean = v.iter().map(|x| (*x).into()).sum::<f64>() / n as f64;
-            let min = v.iter().min().copied().unwrap_or_default().into();
-            let max = v.iter().max().copied().unwrap_or_default().into();
-            format!("mean {mean:.1}, min {min}, max {max}")
-        }
-        let as_u32 = |v: &[usize]| {
-            v.iter()
-                .map(|x| u32::try_from(*x).unwrap_or(u32::MAX))
-                .collect::<Vec<_>>()
-        };
-        let frame_kib: Vec<u32> = self
+        let frame_kib: Vec<usize> = self
             .frame_bytes
             .iter()
-            .map(|b| u32::try_from(b / 1024).unwrap_or(u32::MAX))
+            .map(|b| usize::try_from(b / 1024).unwrap_or(usize::MAX))
             .collect();
         let names: Vec<&str> = self.cameras.iter().map(|c| c.as_str()).collect();
         let mut out = String::new();
@@ -190,16 +179,13 @@ impl WaymoWriteSummary {
         out.push_str(&format!("frames         {}\n", self.points_per_sweep.len()));
         out.push_str(&format!(
             "points/sweep   {} (TOP, return 1)\n",
-            stats(&as_u32(&self.points_per_sweep))
+            stats(&self.points_per_sweep)
         ));
         out.push_str(&format!(
             "objects/sweep  {} (laser labels)\n",
-            stats(&as_u32(&self.objects_per_sweep))
+            stats(&self.objects_per_sweep)
         ));
-        out.push_str(&format!(
-            "  with points  {}\n",
-            stats(&as_u32(&self.objects_hit_per_sweep))
-        ));
+        out.push_str(&format!("  with points  {}\n", stats(&self.objects_hit_per_sweep)));
         out.push_str(&format!(
             "cameras        {} JPEG q{} per frame: {} ({})\n",
             self.cameras.len(),
