@@ -7,6 +7,9 @@
 //! (h5py) finds the documented M3ED tree in the files, and `boxlayer simulate` writes a readable
 //! sequence (the car's Waymo segment is tested in `tests/sim_waymo_roundtrip.rs`).
 
+#[path = "support/folder_files.rs"]
+mod folder_files;
+use folder_files::files;
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::process::Command;
@@ -196,19 +199,6 @@ fn drone_sequence_reads_back_to_the_simulation() {
 #[test]
 fn quadruped_sequence_reads_back_to_the_simulation() {
     roundtrip(Platform::Quadruped, 12, Casting::Frozen);
-}
-
-fn files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
-    std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| {
-            let p = e.unwrap().path();
-            (
-                p.file_name().unwrap().to_string_lossy().into_owned(),
-                std::fs::read(&p).unwrap(),
-            )
-        })
-        .collect()
 }
 
 #[test]

@@ -8,6 +8,9 @@
 //! `tools/check_waymo_tfrecord.py` (an independent framing + protobuf walk) accepts the file, and
 //! `boxlayer simulate --platform vehicle` writes a segment that `boxlayer inspect` summarises.
 
+#[path = "support/folder_files.rs"]
+mod folder_files;
+use folder_files::files;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::Command;
@@ -267,19 +270,6 @@ fn vehicle_segment_reads_back_to_the_simulation() {
         .collect();
     let expected: Vec<(i32, i32)> = unique.iter().map(|(t, ids)| (*t, ids.len() as i32)).collect();
     assert_eq!(counts, expected);
-}
-
-fn files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
-    std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| {
-            let p = e.unwrap().path();
-            (
-                p.file_name().unwrap().to_string_lossy().into_owned(),
-                std::fs::read(&p).unwrap(),
-            )
-        })
-        .collect()
 }
 
 #[test]
