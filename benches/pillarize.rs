@@ -16,7 +16,7 @@ use boxlayer::detect::{
     AnchorDecoder, Canvas, CenterHeatmapDecoder, CenterTaskMaps, Detector, HeadMap, PillarGrid, PillarRows, PillarSpec,
     Pillars, pillarize, pillarize_into, scatter_into,
 };
-use criterion::{Criterion, criterion_group, criterion_main};
+use criterion::{Criterion, criterion_group};
 
 #[path = "support/cpu_time.rs"]
 mod cpu_time;
@@ -260,4 +260,60 @@ criterion_group! {
     config = Criterion::default().sample_size(20);
     targets = bench_pillarize_pool, bench_decode, bench_encoders
 }
-criterion_main!(one_core, wall_time);
+/// Instruction-count probe for `valgrind --tool=callgrind` (stable where wall and CPU times are
+/// not): with `PILLARIZE_PROBE_CALLS=N` set, each 150k-point one-core case runs once to warm its
+/// buffers and then `N` times inside its own `probe_*` function, whose inclusive cost / N is the
+/// steady-state cost of one call; criterion does not run.
+fn probe(calls: usize) {
+    #[inline(never)]
+    fn probe_waymo_point_major(cloud: &PointCloud, spec: &PillarSpec, out: &mut Pillars, calls: usize) {
+        black_box("waymo_point_major"); // distinct bodies, so the linker does not fold the probes together
+        for _ in 0..calls {
+            reused(cloud, spec, PillarRows::Fixed(32000), out);
+        }
+    }
+    #[inline(never)]
+    fn probe_waymo_channel_major(cloud: &PointCloud, spec: &PillarSpec, out: &mut Pillars, calls: usize) {
+        black_box("waymo_channel_major"); // distinct bodies, so the linker does not fold the probes together
+        for _ in 0..calls {
+            reused(cloud, spec, PillarRows::Fixed(32000), out);
+        }
+    }
+    #[inline(never)]
+    fn probe_kitti_trimmed(cloud: &PointCloud, spec: &PillarSpec, out: &mut Pillars, calls: usize) {
+        black_box("kitti_trimmed"); // distinct bodies, so the linker does not fold the probes together
+        for _ in 0..calls {
+            reused(cloud, spec, PillarRows::Trim, out);
+        }
+    }
+    let one_core = bench_thread_pool();
+    let cloud = sweep(150_000);
+    one_core.install(|| {
+        let (pm, cm, kitti) = (
+            waymo_centerpoint_spec(EncoderLayout::PointMajor),
+            waymo_centerpoint_spec(EncoderLayout::ChannelMajor),
+            kitti_pointpillars_spec(),
+        );
+        let mut out = Pillars::default();
+        reused(&cloud, &pm, PillarRows::Fixed(32000), &mut out);
+        probe_waymo_point_major(&cloud, &pm, &mut out, calls);
+        eprintln!("waymo point-major: {} pillars", out.count());
+        let mut out = Pillars::default();
+        reused(&cloud, &cm, PillarRows::Fixed(32000), &mut out);
+        probe_waymo_channel_major(&cloud, &cm, &mut out, calls);
+        let mut out = Pillars::default();
+        reused(&cloud, &kitti, PillarRows::Trim, &mut out);
+        probe_kitti_trimmed(&cloud, &kitti, &mut out, calls);
+        eprintln!("kitti trimmed: {} pillars", out.count());
+    });
+}
+
+fn main() {
+    if let Some(calls) = std::env::var("PILLARIZE_PROBE_CALLS").ok().and_then(|v| v.parse().ok()) {
+        probe(calls);
+        return;
+    }
+    one_core();
+    wall_time();
+    Criterion::default().configure_from_args().final_summary();
+}
