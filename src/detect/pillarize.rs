@@ -71,7 +71,8 @@ impl PillarGrid {
         if !(fx >= 0.0 && fy >= 0.0 && (0.0..1.0).contains(&fz)) {
             return None;
         }
-        let (ix, iy) = (fx as usize, fy as usize);
+        // u32, not usize: f32 → u64 casts cost about four times the instructions on x86-64.
+        let (ix, iy) = (fx as u32 as usize, fy as u32 as usize);
         (ix < self.nx && iy < self.ny).then_some((ix, iy))
     }
 
