@@ -128,8 +128,8 @@ pub struct Pillars {
     pub num_points: Vec<u32>,
     /// Rows of the tensor (≥ the pillar count).
     pub rows: usize,
-    /// Scratch: pillar index per grid cell (`u32::MAX` = none), reset cell by cell.
-    pillar_of_cell: Vec<u32>,
+    /// Scratch: pillar index per grid cell, reset cell by cell.
+    pillar_of_cell: CellTable,
     /// Scratch: the cloud index of each kept point, `max_points_per_pillar` slots per pillar (a
     /// counting sort of the points by pillar; slots past a pillar's count are never read).
     point_of_slot: Vec<u32>,
@@ -144,6 +144,74 @@ pub struct Pillars {
 struct PillarSum {
     xyz: [f32; 3],
     count: u32,
+}
+
+/// The grid's cell → pillar table: u16 entries when every pillar index fits (half the cache
+/// footprint of the random lookups in pass 1), u32 otherwise; the type's maximum means "no pillar".
+#[derive(Debug, Clone, PartialEq)]
+enum CellTable {
+    Narrow(Vec<u16>),
+    Wide(Vec<u32>),
+}
+
+impl Default for CellTable {
+    fn default() -> Self {
+        Self::Wide(Vec::new())
+    }
+}
+
+/// A pillar index as stored in the cell table.
+trait PillarIndex: Copy + Eq {
+    /// "No pillar in this cell".
+    const NONE: Self;
+    /// `p`, which the caller keeps below `NONE`.
+    fn from_index(p: usize) -> Self;
+    fn index(self) -> usize;
+}
+
+impl PillarIndex for u16 {
+    const NONE: Self = u16::MAX;
+    #[inline]
+    fn from_index(p: usize) -> Self {
+        p as u16
+    }
+    #[inline]
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+impl PillarIndex for u32 {
+    const NONE: Self = u32::MAX;
+    #[inline]
+    fn from_index(p: usize) -> Self {
+        p as u32
+    }
+    #[inline]
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+impl CellTable {
+    /// Readies the table for a grid of `cell_count` cells and `pillar_limit` pillars: clears the
+    /// `touched` cells of the previous sweep, or allocates when the size or entry width changed.
+    fn prepare(&mut self, cell_count: usize, pillar_limit: usize, touched: &[(u32, u32)], nx: usize) {
+        fn clear<T: PillarIndex>(table: &mut [T], touched: &[(u32, u32)], nx: usize) {
+            for &(ix, iy) in touched {
+                if let Some(entry) = table.get_mut(iy as usize * nx + ix as usize) {
+                    *entry = T::NONE;
+                }
+            }
+        }
+        let narrow = pillar_limit <= u16::MAX as usize;
+        match self {
+            Self::Narrow(table) if narrow && table.len() == cell_count => clear(table, touched, nx),
+            Self::Wide(table) if !narrow && table.len() == cell_count => clear(table, touched, nx),
+            _ if narrow => *self = Self::Narrow(vec![u16::NONE; cell_count]),
+            _ => *self = Self::Wide(vec![u32::NONE; cell_count]),
+        }
+    }
 }
 
 impl Pillars {
@@ -232,6 +300,58 @@ impl ChannelRecipe {
     }
 }
 
+/// Pass 1's outputs: each pillar's cell and running sum, and the cloud index of each kept point.
+struct Assignment<'a> {
+    cells: &'a mut Vec<(u32, u32)>,
+    sums: &'a mut Vec<PillarSum>,
+    point_of_slot: &'a mut [u32],
+}
+
+/// Pass 1, sequential because "first come first kept" depends on point order: the dense cell table
+/// maps each cell to its pillar, and each kept point's index goes to its pillar's next slot (a
+/// counting sort), so pass 2 reads pillars in order without staging point values.
+fn assign_points<T: PillarIndex>(
+    grid: &PillarGrid,
+    [xs, ys, zs]: [&[f32]; 3],
+    m: usize,
+    pillar_limit: usize,
+    table: &mut [T],
+    out: Assignment<'_>,
+) {
+    for (i, ((&x, &y), &z)) in xs.iter().zip(ys).zip(zs).enumerate() {
+        let Some((ix, iy)) = grid.cell_of(x, y, z) else {
+            continue;
+        };
+        let Some(entry) = table.get_mut(iy * grid.nx + ix) else {
+            continue;
+        };
+        let p = if *entry == T::NONE {
+            if out.cells.len() >= pillar_limit {
+                continue;
+            }
+            *entry = T::from_index(out.cells.len());
+            out.cells.push((ix as u32, iy as u32));
+            out.sums.push(PillarSum::default());
+            out.cells.len() - 1
+        } else {
+            entry.index()
+        };
+        let Some(sum) = out.sums.get_mut(p) else {
+            continue;
+        };
+        let n = sum.count as usize;
+        if n < m {
+            if let Some(slot) = out.point_of_slot.get_mut(p * m + n) {
+                *slot = i as u32;
+            }
+            sum.xyz[0] += x;
+            sum.xyz[1] += y;
+            sum.xyz[2] += z;
+            sum.count += 1;
+        }
+    }
+}
+
 /// Builds the encoder input for `cloud`: assigns points to pillars in point order (a pillar is
 /// created by its first point; pillars beyond the limit and points beyond a pillar's limit are
 /// dropped), then fills each kept point's channels. Rows (or channel planes) are built in parallel.
@@ -268,13 +388,8 @@ pub fn pillarize_into(
     let previous_count = out.cells.len();
 
     // Reset only what the previous sweep touched.
-    if out.pillar_of_cell.len() != grid.nx * grid.ny {
-        out.pillar_of_cell = vec![u32::MAX; grid.nx * grid.ny];
-    } else {
-        for &(ix, iy) in &out.cells {
-            out.pillar_of_cell[iy as usize * grid.nx + ix as usize] = u32::MAX;
-        }
-    }
+    out.pillar_of_cell
+        .prepare(grid.nx * grid.ny, pillar_limit, &out.cells, grid.nx);
     std::mem::swap(&mut out.num_points, &mut out.previous_num_points);
     out.cells.clear();
     out.num_points.clear();
@@ -284,36 +399,14 @@ pub fn pillarize_into(
     if out.point_of_slot.len() < slots_needed {
         out.point_of_slot.resize(slots_needed, 0);
     }
-
-    // Pass 1, sequential because "first come first kept" depends on point order: a dense grid
-    // maps each cell to its pillar, and each kept point's index goes to its pillar's next slot
-    // (a counting sort), so pass 2 reads pillars in order without staging point values.
-    for i in 0..xs.len() {
-        let (x, y, z) = (xs[i], ys[i], zs[i]);
-        let Some((ix, iy)) = grid.cell_of(x, y, z) else {
-            continue;
-        };
-        let slot = &mut out.pillar_of_cell[iy * grid.nx + ix];
-        let p = if *slot == u32::MAX {
-            if out.cells.len() >= pillar_limit {
-                continue;
-            }
-            *slot = out.cells.len() as u32;
-            out.cells.push((ix as u32, iy as u32));
-            out.sums.push(PillarSum::default());
-            out.cells.len() - 1
-        } else {
-            *slot as usize
-        };
-        let sum = &mut out.sums[p];
-        let n = sum.count as usize;
-        if n < m {
-            out.point_of_slot[p * m + n] = i as u32;
-            sum.xyz[0] += x;
-            sum.xyz[1] += y;
-            sum.xyz[2] += z;
-            sum.count += 1;
-        }
+    let assigned = Assignment {
+        cells: &mut out.cells,
+        sums: &mut out.sums,
+        point_of_slot: &mut out.point_of_slot,
+    };
+    match &mut out.pillar_of_cell {
+        CellTable::Narrow(table) => assign_points(grid, [xs, ys, zs], m, pillar_limit, table, assigned),
+        CellTable::Wide(table) => assign_points(grid, [xs, ys, zs], m, pillar_limit, table, assigned),
     }
     out.num_points.extend(out.sums.iter().map(|sum| sum.count));
 
