@@ -224,6 +224,8 @@ impl Pillars {
 /// One point feature resolved against a cloud: its column (or constant zero) and normalisation.
 struct FeatureColumn<'a> {
     values: Option<&'a [f32]>,
+    /// 0, 1, 2 when the source is x, y, z.
+    axis: Option<usize>,
     scale: f32,
     offset: f32,
     tanh: bool,
@@ -232,9 +234,16 @@ struct FeatureColumn<'a> {
 impl FeatureColumn<'_> {
     #[inline]
     fn value(&self, i: usize) -> f32 {
-        let Some(values) = self.values else { return 0.0 };
-        let v = values[i] * self.scale + self.offset;
+        let Some(raw) = self.values.and_then(|values| values.get(i)) else {
+            return 0.0;
+        };
+        let v = raw * self.scale + self.offset;
         if self.tanh { v.tanh() } else { v }
+    }
+
+    /// `raw · 1 + 0` without tanh: the raw value, except that −0 becomes +0 (as `raw − (−0)` does).
+    fn is_identity(&self) -> bool {
+        self.scale == 1.0 && self.offset.to_bits() == 0 && !self.tanh
     }
 }
 
@@ -264,6 +273,7 @@ fn resolve_columns<'a>(
             };
             Ok(FeatureColumn {
                 values,
+                axis: ["x", "y", "z"].iter().position(|axis| f.source == *axis),
                 scale: f.scale,
                 offset: f.offset,
                 tanh: f.tanh,
@@ -274,8 +284,14 @@ fn resolve_columns<'a>(
 
 /// Per-point values a channel can start from: `[x, y, z, 0, features…]`; features begin here.
 const POINT_XYZ0: usize = 4;
-/// Per-pillar values a channel can subtract: `[0, x̄, ȳ, z̄, x_c, y_c, z_c]`.
-const PILLAR_VALUES: usize = 7;
+/// Per-pillar values a channel can subtract: `[0, x̄, ȳ, z̄, x_c, y_c, z_c, −0]` (a power of two,
+/// so a masked index needs no bounds check).
+const PILLAR_VALUES: usize = 8;
+/// The pillar value −0: `raw − (−0)` is `raw · 1 + 0` bit for bit (−0 becomes +0, all else is
+/// kept), so identity-normalised features skip the multiply-add, and x, y, z ones the load too.
+const PILLAR_NEGATIVE_ZERO: usize = 7;
+/// Point values the fixed-width writers hold: x, y, z, 0 and up to 12 point features.
+const FIXED_POINT_VALUES: usize = 16;
 
 /// One encoder channel as `point value[point] − pillar value[pillar]`.
 #[derive(Debug, Clone, Copy)]
@@ -285,19 +301,312 @@ struct ChannelRecipe {
 }
 
 impl ChannelRecipe {
-    fn of(channel: PillarChannel) -> Self {
+    /// The recipe of `channel`; features from a `zero` source read the constant 0 point value,
+    /// identity-normalised ones their raw value (x, y, z: the point's own) minus −0.
+    fn of(channel: PillarChannel, columns: &[FeatureColumn]) -> Self {
         let (point, pillar) = match channel {
-            PillarChannel::Feature(k) => (POINT_XYZ0 + k, 0),
+            PillarChannel::Feature(k) => match columns.get(k) {
+                Some(column) if column.values.is_some() && column.is_identity() => {
+                    (column.axis.unwrap_or(POINT_XYZ0 + k), PILLAR_NEGATIVE_ZERO)
+                }
+                Some(column) if column.values.is_some() => (POINT_XYZ0 + k, 0),
+                _ => (3, 0),
+            },
+            PillarChannel::Zero => (3, 0),
             PillarChannel::XCluster => (0, 1),
             PillarChannel::YCluster => (1, 2),
             PillarChannel::ZCluster => (2, 3),
             PillarChannel::XCenter => (0, 4),
             PillarChannel::YCenter => (1, 5),
             PillarChannel::ZCenter => (2, 6),
-            PillarChannel::Zero => (3, 0),
         };
         Self { point, pillar }
     }
+}
+
+/// Turns a point's values and its pillar's values into the point's encoder channels.
+trait ChannelWriter: Sync {
+    /// What the writer keeps per pillar.
+    type PillarPart;
+    /// The per-pillar part, from `[0, x̄, ȳ, z̄, x_c, y_c, z_c, −0]`.
+    fn pillar_part(&self, values: &[f32; PILLAR_VALUES]) -> Self::PillarPart;
+    /// Writes one point's channels into `out` (one row of the channel count).
+    fn write(&self, point: &[f32], pillar: &Self::PillarPart, out: &mut [f32]);
+    /// Writes one point's channels at `at` of each plane (one plane per channel).
+    fn write_planes(&self, point: &[f32], pillar: &Self::PillarPart, planes: &mut [&mut [f32]], at: usize);
+}
+
+/// Any channel list: each channel picks its two operands through its recipe.
+struct AnyChannels {
+    recipes: Vec<ChannelRecipe>,
+}
+
+impl ChannelWriter for AnyChannels {
+    type PillarPart = [f32; PILLAR_VALUES];
+
+    fn pillar_part(&self, values: &[f32; PILLAR_VALUES]) -> Self::PillarPart {
+        *values
+    }
+
+    #[inline]
+    fn write(&self, point: &[f32], pillar: &Self::PillarPart, out: &mut [f32]) {
+        for (v, recipe) in out.iter_mut().zip(&self.recipes) {
+            *v = point.get(recipe.point).copied().unwrap_or(0.0) - pillar[recipe.pillar & (PILLAR_VALUES - 1)];
+        }
+    }
+
+    #[inline]
+    fn write_planes(&self, point: &[f32], pillar: &Self::PillarPart, planes: &mut [&mut [f32]], at: usize) {
+        for (rows, recipe) in planes.iter_mut().zip(&self.recipes) {
+            if let Some(v) = rows.get_mut(at) {
+                *v = point.get(recipe.point).copied().unwrap_or(0.0) - pillar[recipe.pillar & (PILLAR_VALUES - 1)];
+            }
+        }
+    }
+}
+
+/// Exactly `C` channels whose operands lie in the first [`FIXED_POINT_VALUES`] point values: the
+/// per-pillar operands are gathered once per pillar and the per-point loop unrolls into `C`
+/// straight-line load–subtract–store steps. Same arithmetic as [`AnyChannels`], bit for bit.
+struct FixedChannels<const C: usize> {
+    point: [usize; C],
+    pillar: [usize; C],
+}
+
+impl<const C: usize> FixedChannels<C> {
+    fn new(recipes: &[ChannelRecipe], point_values: usize) -> Option<Self> {
+        let recipes: &[ChannelRecipe; C] = recipes.try_into().ok()?;
+        (point_values <= FIXED_POINT_VALUES).then(|| Self {
+            point: recipes.map(|r| r.point),
+            pillar: recipes.map(|r| r.pillar),
+        })
+    }
+}
+
+impl<const C: usize> ChannelWriter for FixedChannels<C> {
+    type PillarPart = [f32; C];
+
+    fn pillar_part(&self, values: &[f32; PILLAR_VALUES]) -> Self::PillarPart {
+        self.pillar.map(|k| values[k & (PILLAR_VALUES - 1)])
+    }
+
+    #[inline]
+    fn write(&self, point: &[f32], pillar: &Self::PillarPart, out: &mut [f32]) {
+        let (Some(point), Some(out)) = (point.first_chunk::<FIXED_POINT_VALUES>(), out.first_chunk_mut::<C>()) else {
+            return;
+        };
+        for k in 0..C {
+            out[k] = point[self.point[k] & (FIXED_POINT_VALUES - 1)] - pillar[k];
+        }
+    }
+
+    #[inline]
+    fn write_planes(&self, point: &[f32], pillar: &Self::PillarPart, planes: &mut [&mut [f32]], at: usize) {
+        let (Some(point), Some(planes)) = (point.first_chunk::<FIXED_POINT_VALUES>(), planes.first_chunk_mut::<C>())
+        else {
+            return;
+        };
+        for k in 0..C {
+            if let Some(v) = planes[k].get_mut(at) {
+                *v = point[self.point[k] & (FIXED_POINT_VALUES - 1)] - pillar[k];
+            }
+        }
+    }
+}
+
+/// What pass 2 reads: the cloud's columns, pass 1's assignment and the previous sweep's counts.
+struct PassTwo<'a> {
+    grid: &'a PillarGrid,
+    xyz: [&'a [f32]; 3],
+    /// The identity-normalised point features some channel reads: (point value slot, column).
+    raw_features: Vec<(usize, &'a [f32])>,
+    /// The other point features some channel reads: (point value slot, column).
+    features: Vec<(usize, FeatureColumn<'a>)>,
+    /// Length of a point's value array (≥ [`FIXED_POINT_VALUES`]).
+    point_values: usize,
+    /// Points per pillar slot count.
+    m: usize,
+    cells: &'a [(u32, u32)],
+    sums: &'a [PillarSum],
+    num_points: &'a [u32],
+    previous_num_points: &'a [u32],
+    point_of_slot: &'a [u32],
+}
+
+impl PassTwo<'_> {
+    /// Pillar `p`'s kept points, and the slots that may hold stale values from the last sweep.
+    #[inline]
+    fn row_points(&self, p: usize) -> (usize, usize) {
+        let n = self.num_points.get(p).map_or(0, |&n| n as usize);
+        let stale = self.previous_num_points.get(p).map_or(0, |&v| v as usize).max(n);
+        (n, stale)
+    }
+
+    /// `[0, x̄, ȳ, z̄, x_c, y_c, z_c, −0]` of pillar `p`, the mean from f32 sums as OpenPCDet has it.
+    fn pillar_values(&self, p: usize) -> [f32; PILLAR_VALUES] {
+        let n = self.num_points.get(p).map_or(1, |&n| n.max(1)) as f32;
+        let sum = self.sums.get(p).map_or([0.0; 3], |s| s.xyz);
+        let (ix, iy) = self.cells.get(p).copied().unwrap_or_default();
+        let center = self.grid.center_of(ix as usize, iy as usize);
+        [
+            0.0,
+            sum[0] / n,
+            sum[1] / n,
+            sum[2] / n,
+            center[0],
+            center[1],
+            center[2],
+            -0.0,
+        ]
+    }
+
+    /// Point `i`'s values `[x, y, z, 0, features…]` (slot 3 and unread features stay 0).
+    #[inline]
+    fn load_point(&self, i: usize, point: &mut [f32]) {
+        let [xs, ys, zs] = self.xyz;
+        if let (Some(&x), Some(&y), Some(&z), Some(head)) = (xs.get(i), ys.get(i), zs.get(i), point.first_chunk_mut()) {
+            *head = [x, y, z];
+        }
+        for &(slot, values) in &self.raw_features {
+            if let (Some(v), Some(&raw)) = (point.get_mut(slot), values.get(i)) {
+                *v = raw;
+            }
+        }
+        for (slot, column) in &self.features {
+            if let Some(v) = point.get_mut(*slot) {
+                *v = column.value(i);
+            }
+        }
+    }
+
+    /// Writes pillar `p`'s `n` kept points as rows of `c` channels at the start of `rows`.
+    #[inline]
+    fn write_pillar<W: ChannelWriter>(
+        &self,
+        writer: &W,
+        p: usize,
+        n: usize,
+        c: usize,
+        point: &mut [f32],
+        rows: &mut [f32],
+    ) {
+        let pillar = writer.pillar_part(&self.pillar_values(p));
+        let slots = self.point_of_slot.get(p * self.m..p * self.m + n).unwrap_or_default();
+        for (row, &i) in rows.chunks_exact_mut(c).zip(slots) {
+            self.load_point(i as usize, point);
+            writer.write(point, &pillar, row);
+        }
+    }
+
+    /// Fills the first `count` pillars' rows of `features` (`n_rows` rows in `layout`), zeroing
+    /// slots that held points last time; parallel over pillars (point-major) or blocks of pillars.
+    fn fill<W: ChannelWriter>(
+        &self,
+        writer: &W,
+        c: usize,
+        layout: EncoderLayout,
+        features: &mut [f32],
+        n_rows: usize,
+        count: usize,
+    ) {
+        let m = self.m;
+        if c == 0 || m == 0 {
+            return;
+        }
+        match layout {
+            EncoderLayout::PointMajor => {
+                features[..count * m * c]
+                    .par_chunks_mut(m * c)
+                    .with_min_len(256)
+                    .enumerate()
+                    .for_each_init(
+                        || vec![0.0f32; self.point_values],
+                        |point, (p, rows)| {
+                            let (n, stale) = self.row_points(p);
+                            self.write_pillar(writer, p, n, c, point, rows);
+                            if stale > n
+                                && let Some(stale_rows) = rows.get_mut(n * c..stale * c)
+                            {
+                                stale_rows.fill(0.0);
+                            }
+                        },
+                    );
+            }
+            EncoderLayout::ChannelMajor => {
+                // Blocks of pillars in parallel; a block holds its rows of every channel plane, so each
+                // point is loaded once and written to all planes.
+                const PILLARS_PER_BLOCK: usize = 512;
+                let mut blocks: Vec<Vec<&mut [f32]>> = Vec::new();
+                for plane in features.chunks_exact_mut(n_rows * m) {
+                    for (b, rows) in plane[..count * m].chunks_mut(PILLARS_PER_BLOCK * m).enumerate() {
+                        if b == blocks.len() {
+                            blocks.push(Vec::with_capacity(c));
+                        }
+                        blocks[b].push(rows);
+                    }
+                }
+                blocks.into_par_iter().enumerate().for_each_init(
+                    || vec![0.0f32; self.point_values],
+                    |point, (b, mut planes)| {
+                        let first = b * PILLARS_PER_BLOCK;
+                        let pillars_in_block = planes.first().map_or(0, |rows| rows.len() / m);
+                        for p in first..first + pillars_in_block {
+                            let (n, stale) = self.row_points(p);
+                            let pillar = writer.pillar_part(&self.pillar_values(p));
+                            let at = (p - first) * m;
+                            let slots = self.point_of_slot.get(p * m..p * m + n).unwrap_or_default();
+                            for (slot, &i) in slots.iter().enumerate() {
+                                self.load_point(i as usize, point);
+                                writer.write_planes(point, &pillar, &mut planes, at + slot);
+                            }
+                            if stale > n {
+                                for rows in planes.iter_mut() {
+                                    if let Some(stale_slots) = rows.get_mut(at + n..at + stale) {
+                                        stale_slots.fill(0.0);
+                                    }
+                                }
+                            }
+                        }
+                    },
+                );
+            }
+        }
+    }
+}
+
+/// Runs pass 2 with a [`FixedChannels`] writer when the channel count is one of the documented
+/// orders' (4 raw, 9 and 10 decorated) and the point values fit, else with [`AnyChannels`].
+fn fill_pillars(
+    pass: &PassTwo<'_>,
+    recipes: Vec<ChannelRecipe>,
+    layout: EncoderLayout,
+    features: &mut [f32],
+    n_rows: usize,
+    count: usize,
+    specialise: bool,
+) {
+    let (c, v) = (recipes.len(), pass.point_values);
+    if specialise {
+        match c {
+            4 => {
+                if let Some(w) = FixedChannels::<4>::new(&recipes, v) {
+                    return pass.fill(&w, c, layout, features, n_rows, count);
+                }
+            }
+            9 => {
+                if let Some(w) = FixedChannels::<9>::new(&recipes, v) {
+                    return pass.fill(&w, c, layout, features, n_rows, count);
+                }
+            }
+            10 => {
+                if let Some(w) = FixedChannels::<10>::new(&recipes, v) {
+                    return pass.fill(&w, c, layout, features, n_rows, count);
+                }
+            }
+            _ => {}
+        }
+    }
+    pass.fill(&AnyChannels { recipes }, c, layout, features, n_rows, count);
 }
 
 /// Pass 1's outputs: each pillar's cell and running sum, and the cloud index of each kept point.
@@ -367,6 +676,17 @@ pub fn pillarize_into(
     spec: &PillarSpec,
     rows: PillarRows,
     out: &mut Pillars,
+) -> Result<(), PillarError> {
+    pillarize_with(cloud, spec, rows, out, true)
+}
+
+/// [`pillarize_into`], with pass 2's fixed-width writers (`specialise`) or always the generic one.
+fn pillarize_with(
+    cloud: &PointCloud,
+    spec: &PillarSpec,
+    rows: PillarRows,
+    out: &mut Pillars,
+    specialise: bool,
 ) -> Result<(), PillarError> {
     let columns = resolve_columns(cloud, &spec.features)?;
     if let Some(index) = spec.channels.iter().find_map(|ch| match ch {
@@ -439,86 +759,49 @@ pub fn pillarize_into(
     // Pass 2, parallel over pillars: every kept point's channels; slots that held points last
     // time are zeroed. Each channel is `point value − pillar value` picked from two small
     // per-point and per-pillar arrays, so the inner loop has no branch on the channel kind.
-    let recipes: Vec<ChannelRecipe> = spec.channels.iter().map(|&ch| ChannelRecipe::of(ch)).collect();
-    let (cells, num_points, previous) = (&out.cells, &out.num_points, &out.previous_num_points);
-    let (point_of_slot, sums) = (&out.point_of_slot, &out.sums);
-    let row_points = |p: usize| -> (usize, usize) {
-        let n = num_points[p] as usize;
-        let stale = previous.get(p).map_or(0, |&v| v as usize).max(n);
-        (n, stale)
-    };
-    let pillar_values = |p: usize| -> [f32; PILLAR_VALUES] {
-        let n = num_points[p].max(1) as f32;
-        let sum = sums[p].xyz;
-        let (ix, iy) = cells[p];
-        let center = grid.center_of(ix as usize, iy as usize);
-        [0.0, sum[0] / n, sum[1] / n, sum[2] / n, center[0], center[1], center[2]]
-    };
-    let load_point = |i: usize, values: &mut [f32]| {
-        values[..POINT_XYZ0].copy_from_slice(&[xs[i], ys[i], zs[i], 0.0]);
-        for (v, column) in values[POINT_XYZ0..].iter_mut().zip(&columns) {
-            *v = column.value(i);
-        }
-    };
-    let point_values_len = POINT_XYZ0 + columns.len();
-    match spec.layout {
-        EncoderLayout::PointMajor => {
-            out.features[..count * m * c]
-                .par_chunks_mut(m * c)
-                .with_min_len(256)
-                .enumerate()
-                .for_each_init(
-                    || vec![0.0f32; point_values_len],
-                    |point_values, (p, row)| {
-                        let (n, stale) = row_points(p);
-                        let pillar = pillar_values(p);
-                        let points = &point_of_slot[p * m..p * m + n];
-                        for (values, &i) in row.chunks_exact_mut(c).zip(points) {
-                            load_point(i as usize, point_values);
-                            for (v, recipe) in values.iter_mut().zip(&recipes) {
-                                *v = point_values[recipe.point] - pillar[recipe.pillar];
-                            }
-                        }
-                        row[n * c..stale * c].fill(0.0);
-                    },
-                );
-        }
-        EncoderLayout::ChannelMajor => {
-            // Blocks of pillars in parallel; a block holds its rows of every channel plane, so each
-            // point is loaded once and written to all planes.
-            const PILLARS_PER_BLOCK: usize = 512;
-            let mut blocks: Vec<Vec<&mut [f32]>> = Vec::new();
-            for plane in out.features.chunks_exact_mut(n_rows * m) {
-                for (b, rows) in plane[..count * m].chunks_mut(PILLARS_PER_BLOCK * m).enumerate() {
-                    if b == blocks.len() {
-                        blocks.push(Vec::with_capacity(c));
-                    }
-                    blocks[b].push(rows);
-                }
-            }
-            blocks.into_par_iter().enumerate().for_each_init(
-                || vec![0.0f32; point_values_len],
-                |point_values, (b, mut planes)| {
-                    let first = b * PILLARS_PER_BLOCK;
-                    let pillars_in_block = planes.first().map_or(0, |rows| rows.len() / m);
-                    for p in first..first + pillars_in_block {
-                        let (n, stale) = row_points(p);
-                        let pillar = pillar_values(p);
-                        let at = (p - first) * m;
-                        for (slot, &i) in point_of_slot[p * m..p * m + n].iter().enumerate() {
-                            load_point(i as usize, point_values);
-                            for (rows, recipe) in planes.iter_mut().zip(&recipes) {
-                                rows[at + slot] = point_values[recipe.point] - pillar[recipe.pillar];
-                            }
-                        }
-                        for rows in planes.iter_mut() {
-                            rows[at + n..at + stale].fill(0.0);
-                        }
-                    }
-                },
-            );
+    let recipes: Vec<ChannelRecipe> = spec
+        .channels
+        .iter()
+        .map(|&ch| ChannelRecipe::of(ch, &columns))
+        .collect();
+    let mut read = vec![false; columns.len()];
+    for recipe in &recipes {
+        if let Some(r) = recipe.point.checked_sub(POINT_XYZ0).and_then(|k| read.get_mut(k)) {
+            *r = true;
         }
     }
+    let pass = PassTwo {
+        grid,
+        xyz: [xs, ys, zs],
+        raw_features: columns
+            .iter()
+            .enumerate()
+            .filter(|(k, column)| read[*k] && column.is_identity())
+            .filter_map(|(k, column)| Some((POINT_XYZ0 + k, column.values?)))
+            .collect(),
+        features: columns
+            .into_iter()
+            .enumerate()
+            .filter(|(k, column)| read[*k] && column.values.is_some() && !column.is_identity())
+            .map(|(k, column)| (POINT_XYZ0 + k, column))
+            .collect(),
+        point_values: (POINT_XYZ0 + spec.features.len()).max(FIXED_POINT_VALUES),
+        m,
+        cells: &out.cells,
+        sums: &out.sums,
+        num_points: &out.num_points,
+        previous_num_points: &out.previous_num_points,
+        point_of_slot: &out.point_of_slot,
+    };
+    fill_pillars(
+        &pass,
+        recipes,
+        spec.layout,
+        &mut out.features,
+        n_rows,
+        count,
+        specialise,
+    );
     Ok(())
 }
 
