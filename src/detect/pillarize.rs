@@ -614,51 +614,105 @@ struct Assignment<'a> {
     cells: &'a mut Vec<(u32, u32)>,
     sums: &'a mut Vec<PillarSum>,
     point_of_slot: &'a mut [u32],
+    /// Points kept per pillar.
+    m: usize,
+    /// Pillars kept.
+    pillar_limit: usize,
 }
 
-/// Pass 1, sequential because "first come first kept" depends on point order: the dense cell table
-/// maps each cell to its pillar, and each kept point's index goes to its pillar's next slot (a
-/// counting sort), so pass 2 reads pillars in order without staging point values.
-fn assign_points<T: PillarIndex>(
-    grid: &PillarGrid,
-    [xs, ys, zs]: [&[f32]; 3],
-    m: usize,
-    pillar_limit: usize,
-    table: &mut [T],
-    out: Assignment<'_>,
-) {
-    for (i, ((&x, &y), &z)) in xs.iter().zip(ys).zip(zs).enumerate() {
-        let Some((ix, iy)) = grid.cell_of(x, y, z) else {
-            continue;
-        };
-        let Some(entry) = table.get_mut(iy * grid.nx + ix) else {
-            continue;
+impl Assignment<'_> {
+    /// Adds point `i` at `xyz`, which lies in grid cell `(ix, iy)`, unless its pillar is full or
+    /// would be one too many.
+    #[inline]
+    fn add<T: PillarIndex>(&mut self, table: &mut [T], nx: usize, (ix, iy): (u32, u32), i: usize, xyz: [f32; 3]) {
+        let Some(entry) = table.get_mut(iy as usize * nx + ix as usize) else {
+            return;
         };
         let p = if *entry == T::NONE {
-            if out.cells.len() >= pillar_limit {
-                continue;
+            if self.cells.len() >= self.pillar_limit {
+                return;
             }
-            *entry = T::from_index(out.cells.len());
-            out.cells.push((ix as u32, iy as u32));
-            out.sums.push(PillarSum::default());
-            out.cells.len() - 1
+            *entry = T::from_index(self.cells.len());
+            self.cells.push((ix, iy));
+            self.sums.push(PillarSum::default());
+            self.cells.len() - 1
         } else {
             entry.index()
         };
-        let Some(sum) = out.sums.get_mut(p) else {
-            continue;
+        let Some(sum) = self.sums.get_mut(p) else {
+            return;
         };
         let n = sum.count as usize;
-        if n < m {
-            if let Some(slot) = out.point_of_slot.get_mut(p * m + n) {
+        if n < self.m {
+            if let Some(slot) = self.point_of_slot.get_mut(p * self.m + n) {
                 *slot = i as u32;
             }
-            sum.xyz[0] += x;
-            sum.xyz[1] += y;
-            sum.xyz[2] += z;
+            sum.xyz[0] += xyz[0];
+            sum.xyz[1] += xyz[1];
+            sum.xyz[2] += xyz[2];
             sum.count += 1;
         }
     }
+}
+
+/// Points per batch of pass 1's branch-free (vectorised) cell computation.
+const CELL_BATCH: usize = 64;
+
+/// Pass 1, sequential because "first come first kept" depends on point order: the dense cell table
+/// maps each cell to its pillar, and each kept point's index goes to its pillar's next slot (a
+/// counting sort), so pass 2 reads pillars in order without staging point values. The cells of a
+/// batch of points are computed first without branches, which the compiler vectorises.
+fn assign_points<T: PillarIndex>(
+    grid: &PillarGrid,
+    [xs, ys, zs]: [&[f32]; 3],
+    table: &mut [T],
+    mut out: Assignment<'_>,
+) {
+    let nx = grid.nx;
+    // Below 2^22 cells a side, `0 ≤ f < n` ⇔ `0 ≤ floor(f) < n` (n is exact in f32), which is
+    // `cell_of`'s rule, and the floor below is exact.
+    if grid.nx >= 1 << 22 || grid.ny >= 1 << 22 {
+        for (i, ((&x, &y), &z)) in xs.iter().zip(ys).zip(zs).enumerate() {
+            if let Some((ix, iy)) = grid.cell_of(x, y, z) {
+                out.add(table, nx, (ix as u32, iy as u32), i, [x, y, z]);
+            }
+        }
+        return;
+    }
+    let ([x_min, y_min, z_min], [x_size, y_size, z_size]) = (grid.min, grid.size);
+    let (nx_f, ny_f) = (grid.nx as f32, grid.ny as f32);
+    let (mut ixs, mut iys) = ([0u32; CELL_BATCH], [u32::MAX; CELL_BATCH]);
+    let batches = xs
+        .chunks(CELL_BATCH)
+        .zip(ys.chunks(CELL_BATCH))
+        .zip(zs.chunks(CELL_BATCH));
+    for (b, ((xb, yb), zb)) in batches.enumerate() {
+        for ((((ix, iy), &x), &y), &z) in ixs.iter_mut().zip(iys.iter_mut()).zip(xb).zip(yb).zip(zb) {
+            let fx = (x - x_min) / x_size;
+            let fy = (y - y_min) / y_size;
+            let fz = (z - z_min) / z_size;
+            // Non-short-circuit `&`: no branches. NaN fails every comparison.
+            let inside = (fx >= 0.0) & (fx < nx_f) & (fy >= 0.0) & (fy < ny_f) & (fz >= 0.0) & (fz < 1.0);
+            *ix = floor_below_2_pow_22(fx);
+            *iy = if inside { floor_below_2_pow_22(fy) } else { u32::MAX };
+        }
+        for (j, ((((&ix, &iy), &x), &y), &z)) in ixs.iter().zip(&iys).zip(xb).zip(yb).zip(zb).enumerate() {
+            if iy != u32::MAX {
+                out.add(table, nx, (ix, iy), b * CELL_BATCH + j, [x, y, z]);
+            }
+        }
+    }
+}
+
+/// ⌊f⌋ for 0 ≤ f < 2^22, exactly, in vectorisable float and integer steps (a saturating
+/// float → int cast is not, on baseline x86-64); any value for other f.
+#[inline]
+fn floor_below_2_pow_22(f: f32) -> u32 {
+    // Adding 2^23 rounds f to the nearest integer r (ties to even) in the low mantissa bits.
+    const TWO_POW_23: f32 = 8_388_608.0;
+    let r = (f + TWO_POW_23).to_bits() & 0x007f_ffff;
+    // r − 1 when rounding went up; r < 2^23 converts to f32 exactly.
+    r.wrapping_sub(u32::from(r as i32 as f32 > f))
 }
 
 /// Builds the encoder input for `cloud`: assigns points to pillars in point order (a pillar is
@@ -723,10 +777,12 @@ fn pillarize_with(
         cells: &mut out.cells,
         sums: &mut out.sums,
         point_of_slot: &mut out.point_of_slot,
+        m,
+        pillar_limit,
     };
     match &mut out.pillar_of_cell {
-        CellTable::Narrow(table) => assign_points(grid, [xs, ys, zs], m, pillar_limit, table, assigned),
-        CellTable::Wide(table) => assign_points(grid, [xs, ys, zs], m, pillar_limit, table, assigned),
+        CellTable::Narrow(table) => assign_points(grid, [xs, ys, zs], table, assigned),
+        CellTable::Wide(table) => assign_points(grid, [xs, ys, zs], table, assigned),
     }
     out.num_points.extend(out.sums.iter().map(|sum| sum.count));
 
