@@ -153,3 +153,254 @@ fn normalisation_scales_offsets_and_tanh() {
     assert!((pillars.features[0] - 1.3f32.tanh()).abs() < 1e-6);
     assert!((pillars.features[4] - (-0.3f32).tanh()).abs() < 1e-6);
 }
+
+/// A small deterministic generator (xorshift) for the randomised comparison below.
+struct Rng(u64);
+
+impl Rng {
+    fn unit(&mut self) -> f32 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 >> 40) as f32 / (1u64 << 24) as f32
+    }
+}
+
+/// 4,000 points over and around a 3 × 3 m grid of 0.25 m pillars (some outside in x, y or z,
+/// one NaN), with −0 values in x, y and intensity, and a `time_lag` channel.
+fn random_cloud(seed: u64) -> PointCloud {
+    let mut rng = Rng(seed);
+    let n = 4000;
+    let (mut x, mut y, mut z, mut i, mut t) = (vec![], vec![], vec![], vec![], vec![]);
+    for k in 0..n {
+        // Clustered near the origin so that pillars fill up and some points are dropped.
+        let r = 1.8 * rng.unit() * rng.unit();
+        let a = std::f32::consts::TAU * rng.unit();
+        x.push(if k % 97 == 0 { -0.0 } else { r * a.cos() });
+        y.push(if k % 89 == 0 { -0.0 } else { r * a.sin() });
+        z.push(-3.3 + 4.6 * rng.unit());
+        i.push(if k % 7 == 0 { -0.0 } else { rng.unit() - 0.3 });
+        t.push(0.1 * rng.unit());
+    }
+    x[17] = f32::NAN;
+    let mut cloud = PointCloud::from_columns(x, y, z, i).unwrap();
+    cloud.add_channel("time_lag", ChannelData::F32(t)).unwrap();
+    cloud
+}
+
+/// The pillar tensor computed straight from the documented rules, point by point, with no
+/// shortcut: cell = floor((p − min) / size) inside the grid; pillars and points first come first
+/// kept; mean from f32 sums in point order; centre `index · size + (size / 2 + min)`; feature =
+/// tanh?(raw · scale + offset); each channel its definition.
+fn reference_pillars(cloud: &PointCloud, spec: &PillarSpec, rows: PillarRows) -> (Vec<f32>, Vec<(u32, u32)>, Vec<u32>) {
+    use boxlayer::detect::manifest::PillarChannel;
+    let g = &spec.grid;
+    let m = spec.max_points_per_pillar;
+    let limit = match rows {
+        PillarRows::Fixed(n) => spec.max_pillars.min(n),
+        PillarRows::Trim => spec.max_pillars,
+    };
+    let mut index_of_cell = std::collections::HashMap::new();
+    let mut pillars: Vec<((u32, u32), Vec<usize>)> = Vec::new();
+    for i in 0..cloud.len() {
+        let (x, y, z) = (cloud.x()[i], cloud.y()[i], cloud.z()[i]);
+        let f = [
+            (x - g.min[0]) / g.size[0],
+            (y - g.min[1]) / g.size[1],
+            (z - g.min[2]) / g.size[2],
+        ];
+        if !(f[0] >= 0.0 && f[1] >= 0.0 && f[2] >= 0.0 && f[2] < 1.0) {
+            continue;
+        }
+        let (ix, iy) = (f[0].floor() as usize, f[1].floor() as usize);
+        if ix >= g.nx || iy >= g.ny {
+            continue;
+        }
+        let p = match index_of_cell.get(&(ix, iy)) {
+            Some(&p) => p,
+            None if pillars.len() < limit => {
+                index_of_cell.insert((ix, iy), pillars.len());
+                pillars.push(((ix as u32, iy as u32), vec![]));
+                pillars.len() - 1
+            }
+            None => continue,
+        };
+        if pillars[p].1.len() < m {
+            pillars[p].1.push(i);
+        }
+    }
+    let n_rows = match rows {
+        PillarRows::Fixed(n) => n,
+        PillarRows::Trim => pillars.len().max(1),
+    };
+    let c = spec.channels.len();
+    let feature = |k: usize, i: usize| -> f32 {
+        let f = &spec.features[k];
+        let raw = match f.source.as_str() {
+            "x" => cloud.x()[i],
+            "y" => cloud.y()[i],
+            "z" => cloud.z()[i],
+            "intensity" => cloud.intensity()[i],
+            "zero" => return 0.0,
+            name => match cloud.channel(name) {
+                Some(ChannelData::F32(v)) => v[i],
+                _ => panic!("no f32 channel {name}"),
+            },
+        };
+        let v = raw * f.scale + f.offset;
+        if f.tanh { v.tanh() } else { v }
+    };
+    let mut out = vec![0.0f32; n_rows * m * c];
+    for (p, ((ix, iy), points)) in pillars.iter().enumerate() {
+        let mut sum = [0.0f32; 3];
+        for &i in points {
+            sum[0] += cloud.x()[i];
+            sum[1] += cloud.y()[i];
+            sum[2] += cloud.z()[i];
+        }
+        let n = points.len() as f32;
+        let mean = [sum[0] / n, sum[1] / n, sum[2] / n];
+        let center = [
+            *ix as f32 * g.size[0] + (g.size[0] / 2.0 + g.min[0]),
+            *iy as f32 * g.size[1] + (g.size[1] / 2.0 + g.min[1]),
+            g.size[2] / 2.0 + g.min[2],
+        ];
+        for (s, &i) in points.iter().enumerate() {
+            let xyz = [cloud.x()[i], cloud.y()[i], cloud.z()[i]];
+            for (k, channel) in spec.channels.iter().enumerate() {
+                let v = match *channel {
+                    PillarChannel::Feature(f) => feature(f, i),
+                    PillarChannel::XCluster => xyz[0] - mean[0],
+                    PillarChannel::YCluster => xyz[1] - mean[1],
+                    PillarChannel::ZCluster => xyz[2] - mean[2],
+                    PillarChannel::XCenter => xyz[0] - center[0],
+                    PillarChannel::YCenter => xyz[1] - center[1],
+                    PillarChannel::ZCenter => xyz[2] - center[2],
+                    PillarChannel::Zero => 0.0,
+                };
+                let at = match spec.layout {
+                    EncoderLayout::PointMajor => (p * m + s) * c + k,
+                    EncoderLayout::ChannelMajor => (k * n_rows + p) * m + s,
+                };
+                out[at] = v;
+            }
+        }
+    }
+    let cells = pillars.iter().map(|(cell, _)| *cell).collect();
+    let counts = pillars.iter().map(|(_, points)| points.len() as u32).collect();
+    (out, cells, counts)
+}
+
+/// Point feature lists for the randomised comparison: plain x, y, z, i (+ Δt), normalised ones
+/// (scale, offset, tanh), and a `zero` source.
+fn feature_lists() -> Vec<Vec<PointFeature>> {
+    let plain = |names: &[&str]| names.iter().map(|s| PointFeature::raw(s)).collect::<Vec<_>>();
+    let mut normalised = plain(&["x", "y", "z", "intensity"]);
+    normalised[0].offset = 0.5;
+    normalised[2].scale = 0.25;
+    normalised[3] = PointFeature {
+        source: "intensity".into(),
+        scale: 2.0,
+        offset: -0.1,
+        tanh: true,
+    };
+    vec![
+        plain(&["x", "y", "z", "intensity"]),
+        plain(&["x", "y", "z", "intensity", "time_lag"]),
+        plain(&["x", "y", "z", "zero"]),
+        plain(&["x", "y", "z", "intensity", "zero"]),
+        normalised,
+    ]
+}
+
+#[test]
+fn every_order_and_layout_matches_a_point_by_point_reference_bit_for_bit() {
+    use boxlayer::detect::Pillars;
+    use boxlayer::detect::manifest::PillarChannel;
+    use boxlayer::detect::pillarize_into;
+    let orders = [
+        PillarFeatureOrder::Openpcdet,
+        PillarFeatureOrder::Mmdet3dLegacy,
+        PillarFeatureOrder::Centerpoint,
+        PillarFeatureOrder::PointpillarsCenterOffset,
+        PillarFeatureOrder::Raw,
+        PillarFeatureOrder::Custom(vec![
+            PillarChannel::XCenter,
+            PillarChannel::YCenter,
+            PillarChannel::Feature(2),
+            PillarChannel::Feature(3),
+            PillarChannel::XCluster,
+            PillarChannel::YCluster,
+            PillarChannel::ZCluster,
+            PillarChannel::XCenter,
+            PillarChannel::YCenter,
+            PillarChannel::Zero,
+        ]),
+    ];
+    // Two sweeps into the same buffers, the second smaller, so stale rows and slots are reset too.
+    let clouds = [random_cloud(7), random_cloud(11)];
+    let small = PointCloud::from_columns(
+        clouds[1].x()[..600].to_vec(),
+        clouds[1].y()[..600].to_vec(),
+        clouds[1].z()[..600].to_vec(),
+        clouds[1].intensity()[..600].to_vec(),
+    )
+    .unwrap();
+    let mut small = small;
+    small
+        .add_channel("time_lag", ChannelData::F32(vec![0.01; 600]))
+        .unwrap();
+    let mut checked = 0;
+    for features in feature_lists() {
+        for order in &orders {
+            let channels = order.channels(features.len());
+            if channels
+                .iter()
+                .any(|ch| matches!(ch, PillarChannel::Feature(k) if *k >= features.len()))
+            {
+                continue;
+            }
+            for layout in [EncoderLayout::PointMajor, EncoderLayout::ChannelMajor] {
+                let spec = PillarSpec {
+                    grid: PillarGrid::new([-1.5, -1.5, -3.0, 1.5, 1.5, 1.0], [0.25, 0.25, 4.0]),
+                    max_points_per_pillar: 7,
+                    max_pillars: 120,
+                    channels: channels.clone(),
+                    features: features.clone(),
+                    layout,
+                };
+                for rows in [PillarRows::Fixed(100), PillarRows::Fixed(150), PillarRows::Trim] {
+                    let mut reused = Pillars::default();
+                    for cloud in [&clouds[0], &small, &clouds[1]] {
+                        pillarize_into(cloud, &spec, rows, &mut reused).unwrap();
+                        let (want, cells, counts) = reference_pillars(cloud, &spec, rows);
+                        let what = format!("{order:?} {layout:?} {rows:?} {} features", features.len());
+                        assert_eq!(reused.cells, cells, "{what}");
+                        assert_eq!(reused.num_points, counts, "{what}");
+                        assert_eq!(reused.features.len(), want.len(), "{what}");
+                        for (k, (g, w)) in reused.features.iter().zip(&want).enumerate() {
+                            assert_eq!(g.to_bits(), w.to_bits(), "{what}: value {k}: got {g}, expected {w}");
+                        }
+                        checked += 1;
+                    }
+                }
+            }
+        }
+    }
+    assert!(checked > 100, "{checked}");
+    // The clouds do exercise both drop rules.
+    let spec = spec(
+        PillarFeatureOrder::Raw,
+        &["x", "y", "z", "intensity"],
+        EncoderLayout::PointMajor,
+    );
+    let spec = PillarSpec {
+        grid: PillarGrid::new([-1.5, -1.5, -3.0, 1.5, 1.5, 1.0], [0.25, 0.25, 4.0]),
+        max_points_per_pillar: 7,
+        max_pillars: 120,
+        ..spec
+    };
+    let (_, cells, counts) = reference_pillars(&clouds[0], &spec, PillarRows::Fixed(100));
+    assert_eq!(cells.len(), 100, "the pillar limit is reached");
+    assert!(counts.iter().any(|&n| n == 7), "some pillar is full");
+}

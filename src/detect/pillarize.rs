@@ -976,6 +976,97 @@ mod tests {
     }
 
     #[test]
+    fn batched_floor_is_exact_below_2_pow_22() {
+        let mut values = vec![0.0f32, 0.49999997, 0.5, 0.50000006, 1.5, 2.5, 1e-30];
+        for k in [1u32, 2, 3, 7, 100, 467, 468, 4095, 1 << 20, (1 << 22) - 1] {
+            let f = k as f32;
+            values.extend([f, f.next_down(), f.next_up(), f + 0.25, f + 0.5, f + 0.75, f - 0.5]);
+        }
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        for _ in 0..100_000 {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let unit = (state >> 40) as f32 / (1u64 << 24) as f32;
+            values.push(unit * 500.0);
+            values.push(unit * (1 << 22) as f32);
+        }
+        for f in values.into_iter().filter(|f| (0.0..(1 << 22) as f32).contains(f)) {
+            assert_eq!(floor_below_2_pow_22(f), f.floor() as u32, "{f}");
+        }
+    }
+
+    #[test]
+    fn fixed_width_writers_match_the_generic_writer_bit_for_bit() {
+        // 2,000 points, many per 1 m cell (points dropped), 20 cells for 12 pillars (pillars dropped).
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut unit = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 40) as f32 / (1u64 << 24) as f32
+        };
+        let mut columns: [Vec<f32>; 5] = Default::default();
+        for _ in 0..2000 {
+            columns[0].push(-0.5 + 5.0 * unit());
+            columns[1].push(-2.5 + 5.0 * unit());
+            columns[2].push(-3.2 + 4.4 * unit());
+            columns[3].push(unit() - 0.2);
+            columns[4].push(0.1 * unit());
+        }
+        let [x, y, z, i, t] = columns;
+        let mut cloud = PointCloud::from_columns(x, y, z, i).unwrap();
+        cloud.add_channel("time_lag", ChannelData::F32(t)).unwrap();
+        let mut scaled = PointFeature::raw("intensity");
+        (scaled.scale, scaled.offset, scaled.tanh) = (3.0, -0.2, true);
+        let feature_lists = [
+            vec!["x", "y", "z", "intensity"],
+            vec!["x", "y", "z", "intensity", "time_lag"],
+            vec!["x", "y", "z", "zero"],
+            vec!["x", "y", "z", "scaled"],
+        ];
+        let orders = [
+            PillarFeatureOrder::Openpcdet,
+            PillarFeatureOrder::Mmdet3dLegacy,
+            PillarFeatureOrder::Centerpoint,
+            PillarFeatureOrder::PointpillarsCenterOffset,
+            PillarFeatureOrder::Raw,
+        ];
+        let mut fixed_widths = 0;
+        for names in feature_lists {
+            for order in &orders {
+                for layout in [EncoderLayout::PointMajor, EncoderLayout::ChannelMajor] {
+                    let mut s = spec(order.clone(), layout, 6, 12);
+                    s.features = names
+                        .iter()
+                        .map(|&n| {
+                            if n == "scaled" {
+                                scaled.clone()
+                            } else {
+                                PointFeature::raw(n)
+                            }
+                        })
+                        .collect();
+                    s.channels = order.channels(s.features.len());
+                    fixed_widths += usize::from(matches!(s.channels.len(), 4 | 9 | 10));
+                    for rows in [PillarRows::Fixed(12), PillarRows::Fixed(15), PillarRows::Trim] {
+                        let (mut fast, mut generic) = (Pillars::default(), Pillars::default());
+                        pillarize_with(&cloud, &s, rows, &mut fast, true).unwrap();
+                        pillarize_with(&cloud, &s, rows, &mut generic, false).unwrap();
+                        assert_eq!(fast.count(), 12);
+                        assert!(fast.num_points.contains(&6));
+                        assert_eq!(fast.cells, generic.cells);
+                        assert_eq!(fast.num_points, generic.num_points);
+                        let bits = |p: &Pillars| p.features.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+                        assert_eq!(bits(&fast), bits(&generic), "{order:?} {layout:?} {rows:?} {names:?}");
+                    }
+                }
+            }
+        }
+        assert!(fixed_widths >= 20, "{fixed_widths}");
+    }
+
+    #[test]
     fn missing_channels_are_reported() {
         let mut s = spec(PillarFeatureOrder::Raw, EncoderLayout::PointMajor, 2, 2);
         s.features[3] = PointFeature::raw("time_lag");
