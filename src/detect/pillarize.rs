@@ -328,6 +328,8 @@ impl ChannelRecipe {
 trait ChannelWriter: Sync {
     /// What the writer keeps per pillar.
     type PillarPart;
+    /// Channels per point (a constant for the fixed-width writers).
+    fn width(&self) -> usize;
     /// The per-pillar part, from `[0, x̄, ȳ, z̄, x_c, y_c, z_c, −0]`.
     fn pillar_part(&self, values: &[f32; PILLAR_VALUES]) -> Self::PillarPart;
     /// Writes one point's channels into `out` (one row of the channel count).
@@ -343,6 +345,10 @@ struct AnyChannels {
 
 impl ChannelWriter for AnyChannels {
     type PillarPart = [f32; PILLAR_VALUES];
+
+    fn width(&self) -> usize {
+        self.recipes.len()
+    }
 
     fn pillar_part(&self, values: &[f32; PILLAR_VALUES]) -> Self::PillarPart {
         *values
@@ -385,6 +391,11 @@ impl<const C: usize> FixedChannels<C> {
 
 impl<const C: usize> ChannelWriter for FixedChannels<C> {
     type PillarPart = [f32; C];
+
+    #[inline]
+    fn width(&self) -> usize {
+        C
+    }
 
     fn pillar_part(&self, values: &[f32; PILLAR_VALUES]) -> Self::PillarPart {
         self.pillar.map(|k| values[k & (PILLAR_VALUES - 1)])
@@ -481,18 +492,10 @@ impl PassTwo<'_> {
 
     /// Writes pillar `p`'s `n` kept points as rows of `c` channels at the start of `rows`.
     #[inline]
-    fn write_pillar<W: ChannelWriter>(
-        &self,
-        writer: &W,
-        p: usize,
-        n: usize,
-        c: usize,
-        point: &mut [f32],
-        rows: &mut [f32],
-    ) {
+    fn write_pillar<W: ChannelWriter>(&self, writer: &W, p: usize, n: usize, point: &mut [f32], rows: &mut [f32]) {
         let pillar = writer.pillar_part(&self.pillar_values(p));
         let slots = self.point_of_slot.get(p * self.m..p * self.m + n).unwrap_or_default();
-        for (row, &i) in rows.chunks_exact_mut(c).zip(slots) {
+        for (row, &i) in rows.chunks_exact_mut(writer.width()).zip(slots) {
             self.load_point(i as usize, point);
             writer.write(point, &pillar, row);
         }
@@ -515,19 +518,23 @@ impl PassTwo<'_> {
         }
         match layout {
             EncoderLayout::PointMajor => {
+                // Blocks of pillars in parallel, so the writer's per-task setup is paid per block.
+                const PILLARS_PER_BLOCK: usize = 256;
                 features[..count * m * c]
-                    .par_chunks_mut(m * c)
-                    .with_min_len(256)
+                    .par_chunks_mut(PILLARS_PER_BLOCK * m * c)
                     .enumerate()
                     .for_each_init(
                         || vec![0.0f32; self.point_values],
-                        |point, (p, rows)| {
-                            let (n, stale) = self.row_points(p);
-                            self.write_pillar(writer, p, n, c, point, rows);
-                            if stale > n
-                                && let Some(stale_rows) = rows.get_mut(n * c..stale * c)
-                            {
-                                stale_rows.fill(0.0);
+                        |point, (b, block)| {
+                            for (k, rows) in block.chunks_exact_mut(m * c).enumerate() {
+                                let p = b * PILLARS_PER_BLOCK + k;
+                                let (n, stale) = self.row_points(p);
+                                self.write_pillar(writer, p, n, point, rows);
+                                if stale > n
+                                    && let Some(stale_rows) = rows.get_mut(n * c..stale * c)
+                                {
+                                    stale_rows.fill(0.0);
+                                }
                             }
                         },
                     );
