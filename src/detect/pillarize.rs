@@ -325,7 +325,7 @@ impl ChannelRecipe {
 }
 
 /// Turns a point's values and its pillar's values into the point's encoder channels.
-trait ChannelWriter: Sync {
+trait ChannelWriter: Clone + Sync {
     /// What the writer keeps per pillar.
     type PillarPart;
     /// Channels per point (a constant for the fixed-width writers).
@@ -339,6 +339,7 @@ trait ChannelWriter: Sync {
 }
 
 /// Any channel list: each channel picks its two operands through its recipe.
+#[derive(Clone)]
 struct AnyChannels {
     recipes: Vec<ChannelRecipe>,
 }
@@ -374,6 +375,7 @@ impl ChannelWriter for AnyChannels {
 /// Exactly `C` channels whose operands lie in the first [`FIXED_POINT_VALUES`] point values: the
 /// per-pillar operands are gathered once per pillar and the per-point loop unrolls into `C`
 /// straight-line load–subtract–store steps. Same arithmetic as [`AnyChannels`], bit for bit.
+#[derive(Clone, Copy)]
 struct FixedChannels<const C: usize> {
     point: [usize; C],
     pillar: [usize; C],
@@ -526,6 +528,8 @@ impl PassTwo<'_> {
                     .for_each_init(
                         || vec![0.0f32; self.point_values],
                         |point, (b, block)| {
+                            // A local copy, so the compiler keeps its channel indices out of the loops.
+                            let writer = &writer.clone();
                             for (k, rows) in block.chunks_exact_mut(m * c).enumerate() {
                                 let p = b * PILLARS_PER_BLOCK + k;
                                 let (n, stale) = self.row_points(p);
@@ -555,6 +559,8 @@ impl PassTwo<'_> {
                 blocks.into_par_iter().enumerate().for_each_init(
                     || vec![0.0f32; self.point_values],
                     |point, (b, mut planes)| {
+                        // A local copy, so the compiler keeps its channel indices out of the loops.
+                        let writer = &writer.clone();
                         let first = b * PILLARS_PER_BLOCK;
                         let pillars_in_block = planes.first().map_or(0, |rows| rows.len() / m);
                         for p in first..first + pillars_in_block {
