@@ -222,6 +222,7 @@ impl Pillars {
 }
 
 /// One point feature resolved against a cloud: its column (or constant zero) and normalisation.
+#[derive(Clone, Copy)]
 struct FeatureColumn<'a> {
     values: Option<&'a [f32]>,
     /// 0, 1, 2 when the source is x, y, z.
@@ -428,13 +429,15 @@ impl<const C: usize> ChannelWriter for FixedChannels<C> {
 }
 
 /// What pass 2 reads: the cloud's columns, pass 1's assignment and the previous sweep's counts.
+/// `Copy`, so each parallel task takes a local copy whose fields the compiler keeps out of loops.
+#[derive(Clone, Copy)]
 struct PassTwo<'a> {
-    grid: &'a PillarGrid,
+    grid: PillarGrid,
     xyz: [&'a [f32]; 3],
     /// The identity-normalised point features some channel reads: (point value slot, column).
-    raw_features: Vec<(usize, &'a [f32])>,
+    raw_features: &'a [(usize, &'a [f32])],
     /// The other point features some channel reads: (point value slot, column).
-    features: Vec<(usize, FeatureColumn<'a>)>,
+    features: &'a [(usize, FeatureColumn<'a>)],
     /// Length of a point's value array (≥ [`FIXED_POINT_VALUES`]).
     point_values: usize,
     /// Points per pillar slot count.
@@ -480,12 +483,12 @@ impl PassTwo<'_> {
         if let (Some(&x), Some(&y), Some(&z), Some(head)) = (xs.get(i), ys.get(i), zs.get(i), point.first_chunk_mut()) {
             *head = [x, y, z];
         }
-        for &(slot, values) in &self.raw_features {
+        for &(slot, values) in self.raw_features {
             if let (Some(v), Some(&raw)) = (point.get_mut(slot), values.get(i)) {
                 *v = raw;
             }
         }
-        for (slot, column) in &self.features {
+        for (slot, column) in self.features {
             if let Some(v) = point.get_mut(*slot) {
                 *v = column.value(i);
             }
@@ -528,12 +531,12 @@ impl PassTwo<'_> {
                     .for_each_init(
                         || vec![0.0f32; self.point_values],
                         |point, (b, block)| {
-                            // A local copy, so the compiler keeps its channel indices out of the loops.
-                            let writer = &writer.clone();
+                            // Local copies, so the compiler keeps their fields out of the loops.
+                            let (this, writer) = (*self, &writer.clone());
                             for (k, rows) in block.chunks_exact_mut(m * c).enumerate() {
                                 let p = b * PILLARS_PER_BLOCK + k;
-                                let (n, stale) = self.row_points(p);
-                                self.write_pillar(writer, p, n, point, rows);
+                                let (n, stale) = this.row_points(p);
+                                this.write_pillar(writer, p, n, point, rows);
                                 if stale > n
                                     && let Some(stale_rows) = rows.get_mut(n * c..stale * c)
                                 {
@@ -559,17 +562,17 @@ impl PassTwo<'_> {
                 blocks.into_par_iter().enumerate().for_each_init(
                     || vec![0.0f32; self.point_values],
                     |point, (b, mut planes)| {
-                        // A local copy, so the compiler keeps its channel indices out of the loops.
-                        let writer = &writer.clone();
+                        // Local copies, so the compiler keeps their fields out of the loops.
+                        let (this, writer) = (*self, &writer.clone());
                         let first = b * PILLARS_PER_BLOCK;
                         let pillars_in_block = planes.first().map_or(0, |rows| rows.len() / m);
                         for p in first..first + pillars_in_block {
-                            let (n, stale) = self.row_points(p);
-                            let pillar = writer.pillar_part(&self.pillar_values(p));
+                            let (n, stale) = this.row_points(p);
+                            let pillar = writer.pillar_part(&this.pillar_values(p));
                             let at = (p - first) * m;
-                            let slots = self.point_of_slot.get(p * m..p * m + n).unwrap_or_default();
+                            let slots = this.point_of_slot.get(p * m..p * m + n).unwrap_or_default();
                             for (slot, &i) in slots.iter().enumerate() {
-                                self.load_point(i as usize, point);
+                                this.load_point(i as usize, point);
                                 writer.write_planes(point, &pillar, &mut planes, at + slot);
                             }
                             if stale > n {
@@ -839,21 +842,23 @@ fn pillarize_with(
             *r = true;
         }
     }
+    let raw_features: Vec<(usize, &[f32])> = columns
+        .iter()
+        .enumerate()
+        .filter(|(k, column)| read[*k] && column.is_identity())
+        .filter_map(|(k, column)| Some((POINT_XYZ0 + k, column.values?)))
+        .collect();
+    let features: Vec<(usize, FeatureColumn)> = columns
+        .into_iter()
+        .enumerate()
+        .filter(|(k, column)| read[*k] && column.values.is_some() && !column.is_identity())
+        .map(|(k, column)| (POINT_XYZ0 + k, column))
+        .collect();
     let pass = PassTwo {
-        grid,
+        grid: *grid,
         xyz: [xs, ys, zs],
-        raw_features: columns
-            .iter()
-            .enumerate()
-            .filter(|(k, column)| read[*k] && column.is_identity())
-            .filter_map(|(k, column)| Some((POINT_XYZ0 + k, column.values?)))
-            .collect(),
-        features: columns
-            .into_iter()
-            .enumerate()
-            .filter(|(k, column)| read[*k] && column.values.is_some() && !column.is_identity())
-            .map(|(k, column)| (POINT_XYZ0 + k, column))
-            .collect(),
+        raw_features: &raw_features,
+        features: &features,
         point_values: (POINT_XYZ0 + spec.features.len()).max(FIXED_POINT_VALUES),
         m,
         cells: &out.cells,
