@@ -339,14 +339,13 @@ fn every_order_and_layout_matches_a_point_by_point_reference_bit_for_bit() {
     ];
     // Two sweeps into the same buffers, the second smaller, so stale rows and slots are reset too.
     let clouds = [random_cloud(7), random_cloud(11)];
-    let small = PointCloud::from_columns(
+    let mut small = PointCloud::from_columns(
         clouds[1].x()[..600].to_vec(),
         clouds[1].y()[..600].to_vec(),
         clouds[1].z()[..600].to_vec(),
         clouds[1].intensity()[..600].to_vec(),
     )
     .unwrap();
-    let mut small = small;
     small
         .add_channel("time_lag", ChannelData::F32(vec![0.01; 600]))
         .unwrap();
@@ -402,5 +401,5 @@ fn every_order_and_layout_matches_a_point_by_point_reference_bit_for_bit() {
     };
     let (_, cells, counts) = reference_pillars(&clouds[0], &spec, PillarRows::Fixed(100));
     assert_eq!(cells.len(), 100, "the pillar limit is reached");
-    assert!(counts.iter().any(|&n| n == 7), "some pillar is full");
+    assert!(counts.contains(&7), "some pillar is full");
 }

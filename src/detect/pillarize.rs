@@ -707,8 +707,8 @@ fn assign_points<T: PillarIndex>(
             let fx = (x - x_min) / x_size;
             let fy = (y - y_min) / y_size;
             let fz = (z - z_min) / z_size;
-            // Non-short-circuit `&`: no branches. NaN fails every comparison.
-            let inside = (fx >= 0.0) & (fx < nx_f) & (fy >= 0.0) & (fy < ny_f) & (fz >= 0.0) & (fz < 1.0);
+            // Non-short-circuit `&`: no branches. NaN is in no range.
+            let inside = (0.0..nx_f).contains(&fx) & (0.0..ny_f).contains(&fy) & (0.0..1.0).contains(&fz);
             *ix = floor_below_2_pow_22(fx);
             *iy = if inside { floor_below_2_pow_22(fy) } else { u32::MAX };
         }
