@@ -2,7 +2,8 @@
 //! and the default rayon pool), scatter, anchor and CenterPoint decoding of full-size head maps,
 //! and the real PFN encoders (ONNX Runtime, CPU) for the split per stage. One-core pillarisation
 //! is timed in thread CPU time (`support/cpu_time.rs`) on a pool made of the benchmark thread;
-//! the rest in wall time.
+//! the rest in wall time. `PILLARIZE_PROBE_CALLS=N` instead runs three pillarisation cases N times
+//! each for instruction counts under callgrind (`probe`).
 
 use std::hint::black_box;
 use std::path::Path;
