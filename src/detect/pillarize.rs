@@ -518,7 +518,7 @@ impl PassTwo<'_> {
         count: usize,
     ) {
         let m = self.m;
-        if c == 0 || m == 0 {
+        if c == 0 || m == 0 || n_rows == 0 {
             return;
         }
         match layout {
