@@ -41,8 +41,35 @@ pub struct Canvas {
     pub data: Vec<f32>,
     /// The tensor shape.
     pub shape: [usize; 4],
-    /// Cells written by the last scatter.
+    /// Cells written by the last scatter, in row order.
     written: Vec<(u32, u32)>,
+    /// The pillars of the current scatter in row order (reused buffer).
+    order: Vec<u32>,
+    /// Start of each canvas row's pillars in `order` (reused buffer).
+    row_starts: Vec<u32>,
+}
+
+/// Fills `order` with the indices of the `cells` inside the `nx × ny` grid, sorted by row (a
+/// stable counting sort), so that the scatter walks every plane of the canvas from top to bottom
+/// instead of jumping between distant cache lines in the pillars' creation order. Cells outside
+/// the grid (which the pillariser never makes) are left out rather than written elsewhere.
+fn sort_by_row(cells: &[(u32, u32)], nx: usize, ny: usize, order: &mut Vec<u32>, row_starts: &mut Vec<u32>) {
+    let inside = |&(ix, iy): &(u32, u32)| (ix as usize) < nx && (iy as usize) < ny;
+    row_starts.clear();
+    row_starts.resize(ny + 1, 0);
+    for cell in cells.iter().filter(|c| inside(c)) {
+        row_starts[cell.1 as usize + 1] += 1;
+    }
+    for row in 0..ny {
+        row_starts[row + 1] += row_starts[row];
+    }
+    order.clear();
+    order.resize(row_starts[ny] as usize, 0);
+    for (p, cell) in cells.iter().enumerate().filter(|(_, c)| inside(c)) {
+        let slot = &mut row_starts[cell.1 as usize];
+        order[*slot as usize] = p as u32;
+        *slot += 1;
+    }
 }
 
 /// Scatters the first `cells.len()` rows of `encoded` onto an `nx × ny` canvas; padding rows are ignored.
@@ -80,10 +107,13 @@ pub fn scatter_into(
     canvas.shape = shape;
     let stale = std::mem::take(&mut canvas.written);
     let cells = &cells[..count];
+    let mut order = std::mem::take(&mut canvas.order);
+    sort_by_row(cells, nx, ny, &mut order, &mut canvas.row_starts);
     match layout {
         MapLayout::Nchw => {
             // Channels in groups of 16 (one cache line of a pillar-major feature row), so each
-            // pillar's features are read once per group rather than once per channel.
+            // pillar's features are read once per group rather than once per channel; pillars
+            // in row order, so each plane is written front to back.
             let plane = nx * ny;
             canvas
                 .data
@@ -98,10 +128,24 @@ pub fn scatter_into(
                             planes[k * plane + cell] = 0.0;
                         }
                     }
-                    for (p, &(ix, iy)) in cells.iter().enumerate() {
-                        let cell = iy as usize * nx + ix as usize;
-                        for k in 0..group {
-                            planes[k * plane + cell] = encoded.get(p, first + k);
+                    if encoded.channel_major {
+                        for &p in &order {
+                            let p = p as usize;
+                            let (ix, iy) = cells[p];
+                            let cell = iy as usize * nx + ix as usize;
+                            for k in 0..group {
+                                planes[k * plane + cell] = encoded.data[(first + k) * encoded.rows + p];
+                            }
+                        }
+                    } else {
+                        for &p in &order {
+                            let p = p as usize;
+                            let (ix, iy) = cells[p];
+                            let cell = iy as usize * nx + ix as usize;
+                            let row = &encoded.data[p * c + first..p * c + first + group];
+                            for (k, &v) in row.iter().enumerate() {
+                                planes[k * plane + cell] = v;
+                            }
                         }
                     }
                 });
@@ -111,7 +155,9 @@ pub fn scatter_into(
                 let at = (iy as usize * nx + ix as usize) * c;
                 canvas.data[at..at + c].fill(0.0);
             }
-            for (p, &(ix, iy)) in cells.iter().enumerate() {
+            for &p in &order {
+                let p = p as usize;
+                let (ix, iy) = cells[p];
                 let at = (iy as usize * nx + ix as usize) * c;
                 for (ch, v) in canvas.data[at..at + c].iter_mut().enumerate() {
                     *v = encoded.get(p, ch);
@@ -121,7 +167,8 @@ pub fn scatter_into(
     }
     canvas.written = stale;
     canvas.written.clear();
-    canvas.written.extend_from_slice(cells);
+    canvas.written.extend(order.iter().map(|&p| cells[p as usize]));
+    canvas.order = order;
 }
 
 #[cfg(test)]
@@ -175,5 +222,60 @@ mod tests {
             reused.data,
             scatter_to_canvas(&one, &[(1, 1)], 3, 2, MapLayout::Nhwc).data
         );
+    }
+
+    /// The canvas as one pillar-at-a-time write in input order gives it.
+    fn naive(encoded: &EncodedPillars, cells: &[(u32, u32)], nx: usize, ny: usize, layout: MapLayout) -> Vec<f32> {
+        let c = encoded.channels;
+        let mut data = vec![0.0f32; c * nx * ny];
+        for (p, &(ix, iy)) in cells.iter().enumerate().take(encoded.rows) {
+            let (ix, iy) = (ix as usize, iy as usize);
+            if ix >= nx || iy >= ny {
+                continue;
+            }
+            for ch in 0..c {
+                let at = match layout {
+                    MapLayout::Nchw => (ch * ny + iy) * nx + ix,
+                    MapLayout::Nhwc => (iy * nx + ix) * c + ch,
+                };
+                data[at] = encoded.get(p, ch);
+            }
+        }
+        data
+    }
+
+    #[test]
+    fn scrambled_pillars_match_a_pillar_at_a_time_write_and_reuse_leaves_no_trace() {
+        // 37 channels (two full groups of 16 and a partial one) on a 23 × 19 canvas; pillars in a
+        // scrambled cell order, one cell outside the grid, two padding rows.
+        let (nx, ny, c) = (23usize, 19usize, 37usize);
+        let mut cells: Vec<(u32, u32)> = (0..200u32).map(|k| ((k * 7) % 23, (k * 11 + k / 23) % 19)).collect();
+        cells.sort_unstable();
+        cells.dedup();
+        cells.reverse();
+        cells.swap(3, 40);
+        cells.push((23, 0));
+        let rows = cells.len() + 2;
+        for channel_major in [false, true] {
+            let data: Vec<f32> = (0..rows * c).map(|k| k as f32 * 0.5 + 1.0).collect();
+            let encoded = EncodedPillars {
+                data,
+                rows,
+                channels: c,
+                channel_major,
+            };
+            for layout in [MapLayout::Nchw, MapLayout::Nhwc] {
+                let canvas = scatter_to_canvas(&encoded, &cells, nx, ny, layout);
+                assert_eq!(
+                    canvas.data,
+                    naive(&encoded, &cells, nx, ny, layout),
+                    "{layout:?} {channel_major}"
+                );
+                let mut reused = canvas.clone();
+                let few = &cells[100..110];
+                scatter_into(&encoded, few, nx, ny, layout, &mut reused);
+                assert_eq!(reused.data, naive(&encoded, few, nx, ny, layout), "reuse {layout:?}");
+            }
+        }
     }
 }
