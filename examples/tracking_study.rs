@@ -306,6 +306,7 @@ fn diagnose(seq: &NoisySequence, labels: &[Vec<TrackInputBox>], out: &Consolidat
     let mut gt_ids: BTreeSet<u32> = BTreeSet::new();
     let mut gt_present: Vec<BTreeSet<u32>> = Vec::new();
     let mut unmatched_preds: Vec<(usize, u32, BoxOrigin, bool)> = Vec::new();
+    let mut misses: Vec<(usize, u32, &str, u32)> = Vec::new();
     let mut by_frame: BTreeMap<usize, Vec<&boxlayer::track::TrackedBox>> = BTreeMap::new();
     for b in out.boxes.iter().filter(|b| b.class == ObjectClass::Vehicle) {
         by_frame.entry(b.frame).or_default().push(b);
@@ -400,9 +401,7 @@ fn diagnose(seq: &NoisySequence, labels: &[Vec<TrackInputBox>], out: &Consolidat
                         (true, false) => "fused label within 2 m but no output box",
                         (_, true) => "output box within 2 m taken by another GT",
                     };
-                    *d.misses
-                        .entry(format!("{why} (pts {})", points_bin(o.num_lidar_points)))
-                        .or_default() += 1;
+                    misses.push((f, o.track_id, why, o.num_lidar_points));
                 }
             }
         }
@@ -412,6 +411,28 @@ fn diagnose(seq: &NoisySequence, labels: &[Vec<TrackInputBox>], out: &Consolidat
                 unmatched_preds.push((f, p.track_id, p.origin, near_gt));
             }
         }
+    }
+    let mut gt_preds: HashMap<u32, Vec<u32>> = HashMap::new();
+    for (&p, gts) in &pred_gts {
+        for &g in gts {
+            gt_preds.entry(g).or_default().push(p);
+        }
+    }
+    for (f, gt_id, why, points) in misses {
+        let spans: Vec<(usize, usize)> = gt_preds
+            .get(&gt_id)
+            .map(|ps| ps.iter().filter_map(|p| span.get(p).copied()).collect())
+            .unwrap_or_default();
+        let where_ = if spans.is_empty() {
+            "object never matched"
+        } else if spans.iter().any(|&(a, b)| a <= f && f <= b) {
+            "inside its track's span"
+        } else {
+            "outside its tracks' spans"
+        };
+        *d.misses
+            .entry(format!("{why}, {where_} (pts {})", points_bin(points)))
+            .or_default() += 1;
     }
     for (f, id, origin, near_gt) in unmatched_preds {
         let matched = pred_gts.get(&id);

@@ -84,6 +84,15 @@ pub struct ClassTrackConfig {
     pub min_mean_score: f64,
     /// Gaps of at most this many frames inside a track are filled; default 20.
     pub max_gap_frames: u32,
+    /// A filled (interpolated) box needs at least this many points inside it (bottom raised by
+    /// `evidence_ground_margin_m`) when the frame has points; with fewer the object is taken to
+    /// be hidden there (no LiDAR return, so no label) and the frame is left empty, the track
+    /// keeping its id. With points, static gaps longer than `max_gap_frames` are filled on this
+    /// test too. 0 fills regardless of points (and never across long static gaps); default 1.
+    pub fill_min_points: u32,
+    /// The box of that test is grown by this much on each side and on top (m): a sparse
+    /// object's few returns often lie just outside a fitted box; default 0.2.
+    pub fill_box_growth_m: f64,
     /// Frames a dynamic track may be extended past each end on points evidence; default 10 (CTRL).
     pub extension_max_frames: u32,
     /// Points (sensor frame) the predicted box must hold for an extension or a static
@@ -130,6 +139,8 @@ impl Default for ClassTrackConfig {
             short_track_min_score: 0.8,
             min_mean_score: 0.2,
             max_gap_frames: 20,
+            fill_min_points: 1,
+            fill_box_growth_m: 0.2,
             extension_max_frames: 10,
             evidence_min_points: 10,
             evidence_ground_margin_m: 0.2,
@@ -297,6 +308,9 @@ impl TrackConfig {
                 || c.evidence_ground_margin_m.is_nan()
             {
                 return Err(bad("static_max_displacement_m", "must be a number"));
+            }
+            if c.fill_box_growth_m.is_nan() || c.fill_box_growth_m < 0.0 {
+                return Err(bad("fill_box_growth_m", "must be a non-negative number"));
             }
         }
         Ok(())

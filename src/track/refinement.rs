@@ -318,6 +318,7 @@ fn weighted_median(mut pairs: Vec<(f64, f64)>) -> f64 {
 /// Refines one observation group; `None` when the track is dropped (short and weak, or weak).
 pub(crate) fn refine_group(
     group: &BTreeMap<usize, usize>,
+    frames: &[TrackFrame],
     sequence: &PreparedSequence,
     class_index: usize,
     c: &ClassTrackConfig,
@@ -417,12 +418,20 @@ pub(crate) fn refine_group(
         ]);
         let mut boxes = Vec::new();
         for f in first_obs.0..=last_obs.0 {
-            // Gaps longer than max_gap_frames (a parked object joined across a long occlusion)
-            // keep the id but are not filled: the object may be fully hidden there.
-            let previous = group.range(..=f).next_back().map_or(f, |(&p, _)| p);
-            let next = group.range(f..).next().map_or(f, |(&n, _)| n);
-            if next - previous > c.max_gap_frames as usize + 1 {
-                continue;
+            // Without points, gaps longer than max_gap_frames (a parked object joined across a
+            // long occlusion) keep the id but are not filled: the object may be fully hidden
+            // there. With points, every gap frame is filled exactly where the points show it.
+            if !group.contains_key(&f) {
+                let previous = group.range(..=f).next_back().map_or(f, |(&p, _)| p);
+                let next = group.range(f..).next().map_or(f, |(&n, _)| n);
+                let long = next - previous > c.max_gap_frames as usize + 1;
+                let fill = match raised_box_points(&frames[f], &fused, c.fill_box_growth_m, c) {
+                    Some(points) if c.fill_min_points > 0 => points >= c.fill_min_points as usize,
+                    _ => !long,
+                };
+                if !fill {
+                    continue;
+                }
             }
             let (origin, detection, s) = match group.get(&f) {
                 Some(&d) => (
@@ -540,6 +549,10 @@ pub(crate) fn refine_group(
                 roll,
             ]);
             let velocity = [smooth[0][i].1, smooth[1][i].1, smooth[2][i].1];
+            // A gap frame whose points do not show the object (fully hidden) stays empty.
+            let hidden = !group.contains_key(&f)
+                && c.fill_min_points > 0
+                && raised_box_points(&frames[f], &b, c.fill_box_growth_m, c).is_some_and(|n| n < c.fill_min_points as usize);
             let (origin, detection, s) = match group.get(&f) {
                 Some(&d) => (
                     BoxOrigin::Detected,
@@ -548,13 +561,15 @@ pub(crate) fn refine_group(
                 ),
                 None => (BoxOrigin::Interpolated, None, score * c.interpolation_score_factor),
             };
-            boxes.push(PlannedBox {
-                frame: f,
-                box_in_world: b,
-                origin,
-                detection,
-                score: s,
-            });
+            if !hidden {
+                boxes.push(PlannedBox {
+                    frame: f,
+                    box_in_world: b,
+                    origin,
+                    detection,
+                    score: s,
+                });
+            }
             let state = EndState {
                 frame: f,
                 box_in_world: b,
@@ -578,17 +593,30 @@ pub(crate) fn refine_group(
     })
 }
 
-/// Whether the frame's points show an object in `box_in_world`: `None` without points,
-/// otherwise whether at least `evidence_min_points` fall inside the box with its bottom
-/// raised by `evidence_ground_margin_m` (so ground returns do not count).
-fn points_evidence(frame: &TrackFrame, box_in_world: &Box3, c: &ClassTrackConfig) -> Option<bool> {
+/// The frame's points inside `box_in_world` grown by `growth_m` on every side but the bottom,
+/// with its bottom raised by `evidence_ground_margin_m` (so ground returns do not count);
+/// `None` without points.
+fn raised_box_points(
+    frame: &TrackFrame,
+    box_in_world: &Box3,
+    growth_m: f64,
+    c: &ClassTrackConfig,
+) -> Option<usize> {
     let cloud = frame.points_in_sensor.as_ref()?;
     let margin = c.evidence_ground_margin_m.clamp(0.0, 0.9 * box_in_world.h);
     let mut raised = *box_in_world;
-    raised.z += 0.5 * margin;
-    raised.h -= margin;
+    raised.l += 2.0 * growth_m;
+    raised.w += 2.0 * growth_m;
+    raised.z += 0.5 * (margin + growth_m);
+    raised.h += growth_m - margin;
     let in_sensor = raised.transformed(&frame.world_from_sensor.inverse());
-    Some(count_points_in_box(cloud, &in_sensor) >= c.evidence_min_points as usize)
+    Some(count_points_in_box(cloud, &in_sensor))
+}
+
+/// Whether the frame's points show an object in `box_in_world`: `None` without points,
+/// otherwise whether at least `evidence_min_points` fall inside its raised box.
+fn points_evidence(frame: &TrackFrame, box_in_world: &Box3, c: &ClassTrackConfig) -> Option<bool> {
+    raised_box_points(frame, box_in_world, 0.0, c).map(|n| n >= c.evidence_min_points as usize)
 }
 
 /// BEV IoU above which an extension would run into another track's box.
@@ -669,7 +697,7 @@ pub(crate) fn refine_class(
     let groups = stitch_groups(merge_passes(forward, backward, &counts), sequence, class_index, c);
     let mut plans: Vec<TrackPlan> = groups
         .iter()
-        .filter_map(|g| refine_group(g, sequence, class_index, c))
+        .filter_map(|g| refine_group(g, frames, sequence, class_index, c))
         .collect();
     let mut occupied: Vec<Vec<Box3>> = vec![Vec::new(); frames.len()];
     for plan in &plans {
