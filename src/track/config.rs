@@ -93,6 +93,13 @@ pub struct ClassTrackConfig {
     /// The box of that test is grown by this much on each side and on top (m): a sparse
     /// object's few returns often lie just outside a fitted box; default 0.2.
     pub fill_box_growth_m: f64,
+    /// Re-identification across gaps of any length: two tracks whose facing ends are still
+    /// (every centre of the end window within this distance of its median) and whose robust end
+    /// centres are closer than this are one object (m); default vehicle 1.0, others 0.5.
+    pub reid_max_distance_m: f64,
+    /// …and whose robust lengths and widths differ by at most this factor (unitless, ≥ 1);
+    /// default 1.25.
+    pub reid_max_size_ratio: f64,
     /// Frames a dynamic track may be extended past each end on points evidence; default 10 (CTRL).
     pub extension_max_frames: u32,
     /// Points (sensor frame) the predicted box must hold for an extension or a static
@@ -141,6 +148,8 @@ impl Default for ClassTrackConfig {
             max_gap_frames: 20,
             fill_min_points: 1,
             fill_box_growth_m: 0.2,
+            reid_max_distance_m: 1.0,
+            reid_max_size_ratio: 1.25,
             extension_max_frames: 10,
             evidence_min_points: 10,
             evidence_ground_margin_m: 0.2,
@@ -194,6 +203,7 @@ impl Default for TrackConfig {
             initial_velocity_std_mps: 2.0,
             rigid: false,
             evidence_min_points: 4,
+            reid_max_distance_m: 0.5,
             ..ClassTrackConfig::default()
         };
         let cyclist = ClassTrackConfig {
@@ -203,6 +213,7 @@ impl Default for TrackConfig {
             initial_velocity_std_mps: 5.0,
             rigid: false,
             evidence_min_points: 4,
+            reid_max_distance_m: 0.5,
             ..ClassTrackConfig::default()
         };
         let unknown = ClassTrackConfig {
@@ -210,6 +221,7 @@ impl Default for TrackConfig {
             initial_velocity_std_mps: 5.0,
             rigid: false,
             evidence_min_points: 4,
+            reid_max_distance_m: 0.5,
             ..ClassTrackConfig::default()
         };
         Self {
@@ -293,6 +305,12 @@ impl TrackConfig {
                 if !(0.0..=1.0).contains(&v) {
                     return Err(bad(field, "must be in [0, 1]"));
                 }
+            }
+            if c.reid_max_distance_m.is_nan() || c.reid_max_distance_m < 0.0 {
+                return Err(bad("reid_max_distance_m", "must be a non-negative number"));
+            }
+            if c.reid_max_size_ratio.is_nan() || c.reid_max_size_ratio < 1.0 {
+                return Err(bad("reid_max_size_ratio", "must be at least 1"));
             }
             if !(-1.0..=1.0).contains(&c.min_giou) {
                 return Err(bad("min_giou", "must be in [-1, 1]"));

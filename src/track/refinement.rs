@@ -11,6 +11,7 @@ use super::config::ClassTrackConfig;
 use super::input::{PreparedSequence, TrackFrame, WorldDetection};
 use super::kalman::{CvFilter, FilterStep, flip_near, rts_smooth};
 use super::output::{BoxOrigin, MotionState};
+use super::association::{Candidate, assign};
 use super::tracker::{Tracklet, affinity_margin};
 use crate::geometry::{Box3, count_points_in_box, iou_bev, wrap_angle};
 
@@ -197,23 +198,87 @@ fn group_velocity(
     ]
 }
 
-/// Below this end speed (m/s) a group counts as still for stitching across long gaps.
-const STITCH_STILL_SPEED_MPS: f64 = 0.5;
+/// Observations at each end of a group used to estimate its end velocity and its robust end box
+/// for stitching.
+const STITCH_END_WINDOW: usize = 10;
 
-/// BEV IoU two still groups' facing boxes need to be joined across a gap longer than
-/// `max_gap_frames`.
-const STITCH_STILL_MIN_IOU: f64 = 0.3;
+/// The robust box at one end of an observation group, for re-identification.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct EndSummary {
+    /// Score-weighted median centre (world, m).
+    centre: [f64; 2],
+    /// Score-weighted median length and width (m).
+    length_width: [f64; 2],
+    /// Every centre of the window lies within `reid_max_distance_m` of the median centre.
+    still: bool,
+}
 
-/// Observations used to estimate a group's velocity at its ends for stitching.
-const STITCH_VELOCITY_WINDOW: usize = 10;
+/// The robust box of the last (`from_end`) or first `STITCH_END_WINDOW` observations of a group.
+fn end_summary(
+    group: &BTreeMap<usize, usize>,
+    sequence: &PreparedSequence,
+    class_index: usize,
+    from_end: bool,
+    c: &ClassTrackConfig,
+) -> EndSummary {
+    let window: Vec<&WorldDetection> = if from_end {
+        group
+            .iter()
+            .rev()
+            .take(STITCH_END_WINDOW)
+            .map(|(&f, &d)| &sequence.detections[f][class_index][d])
+            .collect()
+    } else {
+        group
+            .iter()
+            .take(STITCH_END_WINDOW)
+            .map(|(&f, &d)| &sequence.detections[f][class_index][d])
+            .collect()
+    };
+    let median = |value: &dyn Fn(&Box3) -> f64| {
+        weighted_median(window.iter().map(|d| (value(&d.box_in_world), d.score.max(1e-3))).collect())
+    };
+    let centre = [median(&|b| b.x), median(&|b| b.y)];
+    let still = window.iter().all(|d| {
+        (d.box_in_world.x - centre[0]).hypot(d.box_in_world.y - centre[1]) <= c.reid_max_distance_m
+    });
+    EndSummary {
+        centre,
+        length_width: [median(&|b| b.l), median(&|b| b.w)],
+        still,
+    }
+}
 
-/// Joins groups across gaps longer than the tracker's `max_age_frames` (but at most
-/// `max_gap_frames`): the earlier group's last box, moved on its end velocity to the later
-/// group's first frame, must pass the association gate with the later group's first box.
-/// Two groups that are both still at the facing ends (< 0.5 m/s) are joined across any gap when
-/// their facing boxes overlap (BEV IoU > 0.3): a parked object unseen for a while.
-/// Pairs are joined greedily, shortest gap then smallest distance first, one successor and one
-/// predecessor per group.
+/// Whether two robust end boxes are one still object: both still, centres closer than
+/// `reid_max_distance_m`, lengths and widths within `reid_max_size_ratio` of each other.
+/// Returns the centre distance (m).
+fn same_still_object(a: &EndSummary, b: &EndSummary, c: &ClassTrackConfig) -> Option<f64> {
+    if !(a.still && b.still) {
+        return None;
+    }
+    let distance = (a.centre[0] - b.centre[0]).hypot(a.centre[1] - b.centre[1]);
+    let ratio_ok = a.length_width.iter().zip(&b.length_width).all(|(&x, &y)| {
+        let (lo, hi) = (x.min(y), x.max(y));
+        lo > 0.0 && hi <= c.reid_max_size_ratio * lo
+    });
+    (distance < c.reid_max_distance_m && ratio_ok).then_some(distance)
+}
+
+/// Joins observation groups that are one object seen in separate stretches, as one global
+/// assignment (Kuhn–Munkres over every allowed (earlier group, later group) pair, at most one
+/// successor and one predecessor per group):
+///
+/// - *motion link*, for gaps longer than the tracker's `max_age_frames` but at most
+///   `max_gap_frames`: the earlier group's last box, moved on its least-squares end velocity to
+///   the later group's first frame, passes the association gate with the later group's first box;
+/// - *re-identification* of a still object across any gap (ImmortalTracker keeps such tracks
+///   alive; MS3D keeps a static object's id): the robust boxes (score-weighted medians of the
+///   last / first `STITCH_END_WINDOW` observations) at the facing ends are both still, their
+///   centres closer than `reid_max_distance_m`, their lengths and widths within
+///   `reid_max_size_ratio` — a different-sized object arriving at the same spot is not joined.
+///
+/// A pair's weight is 1 − distance / gate (m / m) of its best link, so the assignment first
+/// makes as many links as it can, then the tightest ones.
 pub(crate) fn stitch_groups(
     groups: Vec<BTreeMap<usize, usize>>,
     sequence: &PreparedSequence,
@@ -232,52 +297,52 @@ pub(crate) fn stitch_groups(
     }
     let velocities: Vec<[f64; 2]> = groups
         .iter()
-        .map(|g| group_velocity(g, sequence, class_index, true, STITCH_VELOCITY_WINDOW))
+        .map(|g| group_velocity(g, sequence, class_index, true, STITCH_END_WINDOW))
         .collect();
-    let mut links: Vec<(usize, f64, usize, usize)> = Vec::new();
-    let head_velocities: Vec<[f64; 2]> = groups
+    let tails: Vec<EndSummary> = groups
         .iter()
-        .map(|g| group_velocity(g, sequence, class_index, false, STITCH_VELOCITY_WINDOW))
+        .map(|g| end_summary(g, sequence, class_index, true, c))
         .collect();
-    let still = |v: [f64; 2]| v[0].hypot(v[1]) < STITCH_STILL_SPEED_MPS;
+    let heads: Vec<EndSummary> = groups
+        .iter()
+        .map(|g| end_summary(g, sequence, class_index, false, c))
+        .collect();
+    let mut candidates: Vec<Candidate> = Vec::new();
     for (a, (_, (fa, da))) in ends.iter().enumerate() {
         for (b, ((fb, db), _)) in ends.iter().enumerate() {
             if fb <= fa {
                 continue;
             }
-            // Two still groups on the same spot are one parked object however long it was unseen.
-            let both_still = still(velocities[a]) && still(head_velocities[b]);
-            if fb - fa > c.max_gap_frames as usize + 1 {
-                let first = &sequence.detections[*fb][class_index][*db].box_in_world;
-                let last = &sequence.detections[*fa][class_index][*da].box_in_world;
-                if both_still && iou_bev(first, last) > STITCH_STILL_MIN_IOU {
-                    links.push((fb - fa, (first.x - last.x).hypot(first.y - last.y), a, b));
-                }
-                continue;
+            let mut weight = None::<f64>;
+            if let Some(distance) = same_still_object(&tails[a], &heads[b], c) {
+                weight = Some(1.0 - distance / c.reid_max_distance_m);
             }
-            let dt = (sequence.times_micros[*fb] - sequence.times_micros[*fa]) as f64 * 1e-6;
-            let mut predicted = sequence.detections[*fa][class_index][*da].box_in_world;
-            predicted.x += velocities[a][0] * dt;
-            predicted.y += velocities[a][1] * dt;
-            let target = &sequence.detections[*fb][class_index][*db].box_in_world;
-            if affinity_margin(c, &predicted, target).is_some() {
-                let distance = (predicted.x - target.x).hypot(predicted.y - target.y);
-                links.push((fb - fa, distance, a, b));
+            if fb - fa <= c.max_gap_frames as usize + 1 {
+                let dt = (sequence.times_micros[*fb] - sequence.times_micros[*fa]) as f64 * 1e-6;
+                let mut predicted = sequence.detections[*fa][class_index][*da].box_in_world;
+                predicted.x += velocities[a][0] * dt;
+                predicted.y += velocities[a][1] * dt;
+                let target = &sequence.detections[*fb][class_index][*db].box_in_world;
+                if affinity_margin(c, &predicted, target).is_some() {
+                    let distance = (predicted.x - target.x).hypot(predicted.y - target.y);
+                    let w = 1.0 - distance / c.max_center_distance_m;
+                    weight = Some(weight.map_or(w, |x| x.max(w)));
+                }
+            }
+            if let Some(w) = weight {
+                candidates.push(Candidate {
+                    track: a,
+                    detection: b,
+                    margin: w.max(0.0),
+                });
             }
         }
     }
-    links.sort_by(|x, y| {
-        x.0.cmp(&y.0)
-            .then(x.1.total_cmp(&y.1))
-            .then((x.2, x.3).cmp(&(y.2, y.3)))
-    });
     let mut successor: Vec<Option<usize>> = vec![None; groups.len()];
     let mut has_predecessor = vec![false; groups.len()];
-    for (_, _, a, b) in links {
-        if successor[a].is_none() && !has_predecessor[b] {
-            successor[a] = Some(b);
-            has_predecessor[b] = true;
-        }
+    for (a, b) in assign(groups.len(), groups.len(), &candidates) {
+        successor[a] = Some(b);
+        has_predecessor[b] = true;
     }
     let mut groups: Vec<Option<BTreeMap<usize, usize>>> = groups.into_iter().map(Some).collect();
     let mut out = Vec::new();
