@@ -363,6 +363,23 @@ fn diagnose(seq: &NoisySequence, labels: &[Vec<TrackInputBox>], out: &Consolidat
             let old_with_other = old_here.is_some_and(|k| gt_match.iter().any(|m| *m == Some(k)));
             let (old_first, old_last) = span.get(&h).copied().unwrap_or((0, 0));
             let new_first = span.get(&new_id).map_or(f, |s| s.0);
+            if new_had_other && std::env::var_os("TRACKING_STUDY_TRACE").is_some() {
+                let others: Vec<u32> = pred_gts[&new_id].iter().copied().filter(|&x| x != o.track_id).collect();
+                let other_box = frame
+                    .truth
+                    .iter()
+                    .find(|t| others.contains(&t.track_id))
+                    .map(|t| bev_distance(&t.box_in_sensor, &o.box_in_sensor));
+                eprintln!(
+                    "    trace {} f{f} gt {} pts {}: {h} -> {new_id} ({}, {:.2} m), other gt {others:?} here at {other_box:?} m, old here {}",
+                    seq.sequence,
+                    o.track_id,
+                    o.num_lidar_points,
+                    preds[k].origin.as_str(),
+                    bev_distance(&preds[k].box_in_sensor, &o.box_in_sensor),
+                    old_here.is_some()
+                );
+            }
             let cause = if new_had_other {
                 "new id was a neighbour's track".to_string()
             } else if old_with_other {

@@ -49,6 +49,10 @@ pub struct ClassTrackConfig {
     /// Detections in `[low_score, high_score)` may only extend tracks left unmatched by the
     /// first stage (two-stage association); lower ones are ignored (unitless); default 0.1.
     pub low_score: f64,
+    /// Largest Mahalanobis distance (unitless, in standard deviations of the predicted BEV
+    /// centre plus the measurement noise) of a detection a track may take, on top of the gate
+    /// above; 0 turns it off; default 4 (χ² with 2 degrees of freedom, p ≈ 3·10⁻⁴).
+    pub max_mahalanobis_distance: f64,
     /// Matches before a track is output by the forward-only mode (AB3DMOT `min_hits`); default 2.
     pub min_hits: u32,
     /// Frames without a match after which a track ends (AB3DMOT `max_age`); default 10
@@ -129,6 +133,7 @@ impl Default for ClassTrackConfig {
             association: AssociationMetric::GiouBev,
             min_giou: -0.5,
             max_center_distance_m: 5.0,
+            max_mahalanobis_distance: 4.0,
             high_score: 0.5,
             low_score: 0.1,
             min_hits: 2,
@@ -305,6 +310,9 @@ impl TrackConfig {
                 if !(0.0..=1.0).contains(&v) {
                     return Err(bad(field, "must be in [0, 1]"));
                 }
+            }
+            if c.max_mahalanobis_distance.is_nan() || c.max_mahalanobis_distance < 0.0 {
+                return Err(bad("max_mahalanobis_distance", "must be a non-negative number"));
             }
             if c.reid_max_distance_m.is_nan() || c.reid_max_distance_m < 0.0 {
                 return Err(bad("reid_max_distance_m", "must be a non-negative number"));

@@ -122,7 +122,7 @@ impl<'a> Tracker<'a> {
                     continue;
                 }
                 for (k, p) in self.predicted.iter().enumerate() {
-                    if track_taken[k] {
+                    if track_taken[k] || !within_motion_gate(&self.tracks[k], &det.box_in_world, c) {
                         continue;
                     }
                     if let Some(margin) = affinity_margin(c, p, &det.box_in_world) {
@@ -197,6 +197,25 @@ pub(crate) fn affinity_margin(c: &ClassTrackConfig, predicted: &Box3, detection:
             (g > c.min_giou).then_some(g - c.min_giou)
         }
     }
+}
+
+/// Whether a detection lies inside the track's predicted BEV position uncertainty: the
+/// Mahalanobis distance of the centre innovation, `√(Σ dx² / (P_xx + R))` over x and y with
+/// the filter's predicted variance P and the measurement variance R = `position_std_m²`, is at
+/// most `max_mahalanobis_distance` (0 turns the gate off). A track that has settled on a still
+/// object has a small P, so it cannot jump to a neighbour's detection while its own object is
+/// unseen; a young or long-unseen track has a large one and keeps the plain gate.
+pub(crate) fn within_motion_gate(track: &LiveTrack, detection: &Box3, c: &ClassTrackConfig) -> bool {
+    if c.max_mahalanobis_distance <= 0.0 {
+        return true;
+    }
+    let r = c.position_std_m * c.position_std_m;
+    let d2: f64 = [detection.x, detection.y]
+        .iter()
+        .zip(&track.centre)
+        .map(|(z, axis)| (z - axis.value).powi(2) / (axis.covariance[0] + r))
+        .sum();
+    d2 <= c.max_mahalanobis_distance * c.max_mahalanobis_distance
 }
 
 fn new_track(id: u32, det: &WorldDetection, frame: usize, d: usize, c: &ClassTrackConfig) -> LiveTrack {
