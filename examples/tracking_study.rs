@@ -380,6 +380,27 @@ fn diagnose(seq: &NoisySequence, labels: &[Vec<TrackInputBox>], out: &Consolidat
                     old_here.is_some()
                 );
             }
+            if !new_had_other && old_here.is_none() && std::env::var_os("TRACKING_STUDY_TRACE").is_some() {
+                let summary = |id: u32| out.tracks.iter().find(|t| t.track_id == id);
+                let edge = |id: u32, last: bool| {
+                    let mut it = out.boxes.iter().filter(|b| b.track_id == id);
+                    let b = if last { it.next_back() } else { it.next() };
+                    b.map(|b| (b.frame, b.box_in_world.x, b.box_in_world.y, b.origin.as_str()))
+                };
+                let (a, b) = (summary(h), summary(new_id));
+                eprintln!(
+                    "    trace {} f{f} gt {} pts {}: {h} {:?} {:?} last {:?} -> {new_id} {:?} {:?} first {:?}",
+                    seq.sequence,
+                    o.track_id,
+                    o.num_lidar_points,
+                    a.and_then(|t| t.motion),
+                    a.and_then(|t| t.size).map(|s| [s[0], s[1]]),
+                    edge(h, true),
+                    b.and_then(|t| t.motion),
+                    b.and_then(|t| t.size).map(|s| [s[0], s[1]]),
+                    edge(new_id, false),
+                );
+            }
             let cause = if new_had_other {
                 "new id was a neighbour's track".to_string()
             } else if old_with_other {

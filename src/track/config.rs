@@ -51,7 +51,7 @@ pub struct ClassTrackConfig {
     pub low_score: f64,
     /// Largest Mahalanobis distance (unitless, in standard deviations of the predicted BEV
     /// centre plus the measurement noise) of a detection a track may take, on top of the gate
-    /// above; 0 turns it off; default 4 (χ² with 2 degrees of freedom, p ≈ 3·10⁻⁴).
+    /// above; 0 turns it off; default 3 (χ² with 2 degrees of freedom: p ≈ 0.011).
     pub max_mahalanobis_distance: f64,
     /// Matches before a track is output by the forward-only mode (AB3DMOT `min_hits`); default 2.
     pub min_hits: u32,
@@ -133,7 +133,7 @@ impl Default for ClassTrackConfig {
             association: AssociationMetric::GiouBev,
             min_giou: -0.5,
             max_center_distance_m: 5.0,
-            max_mahalanobis_distance: 4.0,
+            max_mahalanobis_distance: 3.0,
             high_score: 0.5,
             low_score: 0.1,
             min_hits: 2,
