@@ -482,6 +482,17 @@ mod tests {
         c.cyclist.low_score = 0.9;
         let e = c.validate().unwrap_err().to_string();
         assert!(e.contains("cyclist") && e.contains("low_score"), "{e}");
+        let mut c = TrackConfig::default();
+        c.vehicle.reid_max_size_ratio = 0.9;
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("vehicle") && e.contains("reid_max_size_ratio"), "{e}");
+        let mut c = TrackConfig::default();
+        c.pedestrian.fill_box_growth_m = -0.1;
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("fill_box_growth_m"), "{e}");
+        let mut c = TrackConfig::default();
+        c.unknown.max_mahalanobis_distance = f64::NAN;
+        assert!(c.validate().unwrap_err().to_string().contains("max_mahalanobis_distance"));
     }
 
     #[test]

@@ -279,3 +279,47 @@ pub(crate) fn run_pass(
     }
     tracker.into_tracklets()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::track::TrackConfig;
+
+    fn detection(x: f64, y: f64) -> WorldDetection {
+        WorldDetection {
+            box_in_world: Box3::new(x, y, 0.8, 4.5, 1.9, 1.6, 0.0),
+            score: 0.9,
+            index: 0,
+        }
+    }
+
+    /// A track seen once: predicted 0.1 s ahead its x variance is 0.3² + 0.1²·10² + 3²·0.1⁴/4
+    /// = 1.0902, so with R = 0.09 a detection 2.5 m off lies √(6.25 / 1.1802) = 2.30 σ away:
+    /// inside the 3 σ gate. After 30 frames on the same spot the variance has collapsed and the
+    /// same 2.5 m offset (a parked neighbour) is far outside, while 0.3 m is still inside.
+    #[test]
+    fn mahalanobis_gate_tightens_on_a_settled_still_track() {
+        let c = TrackConfig::default().vehicle;
+        let mut t = new_track(0, &detection(0.0, 0.0), 0, 0, &c);
+        let predict = |t: &mut LiveTrack| {
+            for axis in &mut t.centre {
+                *axis = axis.predicted(0.1, c.acceleration_std_mps2);
+            }
+        };
+        predict(&mut t);
+        let p = t.centre[0].covariance[0];
+        assert!((p - (0.09 + 1.0 + 9.0 * 1e-4 / 4.0)).abs() < 1e-9, "{p}");
+        assert!(within_motion_gate(&t, &detection(0.0, 2.5).box_in_world, &c));
+        for f in 1..30 {
+            update(&mut t, &detection(0.0, 0.0), f, 0, &c);
+            predict(&mut t);
+        }
+        assert!(!within_motion_gate(&t, &detection(0.0, 2.5).box_in_world, &c));
+        assert!(within_motion_gate(&t, &detection(0.3, 0.0).box_in_world, &c));
+        let off = ClassTrackConfig {
+            max_mahalanobis_distance: 0.0,
+            ..c.clone()
+        };
+        assert!(within_motion_gate(&t, &detection(0.0, 2.5).box_in_world, &off));
+    }
+}
