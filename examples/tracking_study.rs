@@ -22,7 +22,9 @@ use boxlayer::geometry::{Box3, nms_bev};
 use boxlayer::sim::SimConfig;
 use boxlayer::sim::detection_noise::standard_detector_profiles;
 use boxlayer::sim::noisy_sequence::{NoisySequence, simulate_noisy_sequence};
-use boxlayer::track::{BoxOrigin, Consolidation, TrackConfig, TrackFrame, TrackInputBox, TrackingProfiles, consolidate};
+use boxlayer::track::{
+    BoxOrigin, Consolidation, TrackConfig, TrackFrame, TrackInputBox, TrackingProfiles, consolidate,
+};
 use clap::{Parser, ValueEnum};
 
 /// How each frame's detections become per-frame labels.
@@ -324,7 +326,9 @@ fn diagnose(seq: &NoisySequence, labels: &[Vec<TrackInputBox>], out: &Consolidat
         let mut taken = vec![false; preds.len()];
         for (g, o) in gts.iter().enumerate() {
             gt_ids.insert(o.track_id);
-            let Some(&h) = last_match.get(&o.track_id) else { continue };
+            let Some(&h) = last_match.get(&o.track_id) else {
+                continue;
+            };
             if let Some(k) = (0..preds.len()).find(|&k| {
                 !taken[k] && preds[k].track_id == h && bev_distance(&preds[k].box_in_sensor, &o.box_in_sensor) < GATE_M
             }) {
@@ -362,10 +366,16 @@ fn diagnose(seq: &NoisySequence, labels: &[Vec<TrackInputBox>], out: &Consolidat
             let o = gts[g];
             let new_id = preds[k].track_id;
             let gap = f - last_matched_frame.get(&o.track_id).copied().unwrap_or(f);
-            let parked = if o.velocity_in_world.xy().norm() < 0.5 { "parked" } else { "moving" };
-            let new_had_other = pred_gts.get(&new_id).is_some_and(|s| s.iter().any(|&x| x != o.track_id));
+            let parked = if o.velocity_in_world.xy().norm() < 0.5 {
+                "parked"
+            } else {
+                "moving"
+            };
+            let new_had_other = pred_gts
+                .get(&new_id)
+                .is_some_and(|s| s.iter().any(|&x| x != o.track_id));
             let old_here = preds.iter().position(|p| p.track_id == h);
-            let old_with_other = old_here.is_some_and(|k| gt_match.iter().any(|m| *m == Some(k)));
+            let old_with_other = old_here.is_some_and(|k| gt_match.contains(&Some(k)));
             let (old_first, old_last) = span.get(&h).copied().unwrap_or((0, 0));
             let new_first = span.get(&new_id).map_or(f, |s| s.0);
             if new_had_other && std::env::var_os("TRACKING_STUDY_TRACE").is_some() {
@@ -418,7 +428,11 @@ fn diagnose(seq: &NoisySequence, labels: &[Vec<TrackInputBox>], out: &Consolidat
                     11..=21 => "gap 11–21",
                     _ => "gap > 21",
                 };
-                let born = if new_first + 1 >= f { "new track born here" } else { "new track born earlier" };
+                let born = if new_first + 1 >= f {
+                    "new track born here"
+                } else {
+                    "new track born earlier"
+                };
                 format!("old id ended, {bucket} frames, {born}")
             } else {
                 "old id in a gap of its own here".to_string()
@@ -438,7 +452,9 @@ fn diagnose(seq: &NoisySequence, labels: &[Vec<TrackInputBox>], out: &Consolidat
                     let input = labels[f]
                         .iter()
                         .any(|l| l.class == ObjectClass::Vehicle && bev_distance(&l.box3, &o.box_in_sensor) < GATE_M);
-                    let near_pred = preds.iter().any(|p| bev_distance(&p.box_in_sensor, &o.box_in_sensor) < GATE_M);
+                    let near_pred = preds
+                        .iter()
+                        .any(|p| bev_distance(&p.box_in_sensor, &o.box_in_sensor) < GATE_M);
                     let why = match (input, near_pred) {
                         (false, false) => "no fused label, no output box",
                         (true, false) => "fused label within 2 m but no output box",
@@ -450,7 +466,9 @@ fn diagnose(seq: &NoisySequence, labels: &[Vec<TrackInputBox>], out: &Consolidat
         }
         for (k, p) in preds.iter().enumerate() {
             if !taken[k] {
-                let near_gt = gts.iter().any(|o| bev_distance(&p.box_in_sensor, &o.box_in_sensor) < GATE_M);
+                let near_gt = gts
+                    .iter()
+                    .any(|o| bev_distance(&p.box_in_sensor, &o.box_in_sensor) < GATE_M);
                 unmatched_preds.push((f, p.track_id, p.origin, near_gt));
             }
         }
@@ -580,7 +598,12 @@ fn main() -> Result<()> {
         let fmt = |v: Option<f64>, digits: usize| v.map_or("–".to_string(), |x| format!("{x:.digits$}"));
         let mut rows = vec![
             ("per-frame fused".to_string(), gt.clone(), per_frame.clone(), false),
-            ("forward-only (AB3DMOT-style)".to_string(), gt.clone(), baseline.clone(), true),
+            (
+                "forward-only (AB3DMOT-style)".to_string(),
+                gt.clone(),
+                baseline.clone(),
+                true,
+            ),
             ("consolidated (offline)".to_string(), gt.clone(), offline.clone(), true),
         ];
         if args.level1 {

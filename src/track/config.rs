@@ -492,7 +492,12 @@ mod tests {
         assert!(e.contains("fill_box_growth_m"), "{e}");
         let mut c = TrackConfig::default();
         c.unknown.max_mahalanobis_distance = f64::NAN;
-        assert!(c.validate().unwrap_err().to_string().contains("max_mahalanobis_distance"));
+        assert!(
+            c.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("max_mahalanobis_distance")
+        );
     }
 
     #[test]

@@ -7,11 +7,11 @@
 use std::collections::BTreeMap;
 use std::f64::consts::{FRAC_PI_2, PI};
 
+use super::association::{Candidate, assign};
 use super::config::ClassTrackConfig;
 use super::input::{PreparedSequence, TrackFrame, WorldDetection};
 use super::kalman::{CvFilter, FilterStep, flip_near, rts_smooth};
 use super::output::{BoxOrigin, MotionState};
-use super::association::{Candidate, assign};
 use super::tracker::{Tracklet, affinity_margin};
 use crate::geometry::{Box3, count_points_in_box, iou_bev, wrap_angle};
 
@@ -236,12 +236,17 @@ fn end_summary(
             .collect()
     };
     let median = |value: &dyn Fn(&Box3) -> f64| {
-        weighted_median(window.iter().map(|d| (value(&d.box_in_world), d.score.max(1e-3))).collect())
+        weighted_median(
+            window
+                .iter()
+                .map(|d| (value(&d.box_in_world), d.score.max(1e-3)))
+                .collect(),
+        )
     };
     let centre = [median(&|b| b.x), median(&|b| b.y)];
-    let still = window.iter().all(|d| {
-        (d.box_in_world.x - centre[0]).hypot(d.box_in_world.y - centre[1]) <= c.reid_max_distance_m
-    });
+    let still = window
+        .iter()
+        .all(|d| (d.box_in_world.x - centre[0]).hypot(d.box_in_world.y - centre[1]) <= c.reid_max_distance_m);
     EndSummary {
         centre,
         length_width: [median(&|b| b.l), median(&|b| b.w)],
@@ -482,7 +487,7 @@ pub(crate) fn refine_group(
             roll,
         ]);
         let mut boxes = Vec::new();
-        for f in first_obs.0..=last_obs.0 {
+        for (f, frame) in frames.iter().enumerate().take(last_obs.0 + 1).skip(first_obs.0) {
             // Without points, gaps longer than max_gap_frames (a parked object joined across a
             // long occlusion) keep the id but are not filled: the object may be fully hidden
             // there. With points, every gap frame is filled exactly where the points show it.
@@ -490,7 +495,7 @@ pub(crate) fn refine_group(
                 let previous = group.range(..=f).next_back().map_or(f, |(&p, _)| p);
                 let next = group.range(f..).next().map_or(f, |(&n, _)| n);
                 let long = next - previous > c.max_gap_frames as usize + 1;
-                let fill = match raised_box_points(&frames[f], &fused, c.fill_box_growth_m, c) {
+                let fill = match raised_box_points(frame, &fused, c.fill_box_growth_m, c) {
                     Some(points) if c.fill_min_points > 0 => points >= c.fill_min_points as usize,
                     _ => !long,
                 };
@@ -617,7 +622,8 @@ pub(crate) fn refine_group(
             // A gap frame whose points do not show the object (fully hidden) stays empty.
             let hidden = !group.contains_key(&f)
                 && c.fill_min_points > 0
-                && raised_box_points(&frames[f], &b, c.fill_box_growth_m, c).is_some_and(|n| n < c.fill_min_points as usize);
+                && raised_box_points(&frames[f], &b, c.fill_box_growth_m, c)
+                    .is_some_and(|n| n < c.fill_min_points as usize);
             let (origin, detection, s) = match group.get(&f) {
                 Some(&d) => (
                     BoxOrigin::Detected,
@@ -661,12 +667,7 @@ pub(crate) fn refine_group(
 /// The frame's points inside `box_in_world` grown by `growth_m` on every side but the bottom,
 /// with its bottom raised by `evidence_ground_margin_m` (so ground returns do not count);
 /// `None` without points.
-fn raised_box_points(
-    frame: &TrackFrame,
-    box_in_world: &Box3,
-    growth_m: f64,
-    c: &ClassTrackConfig,
-) -> Option<usize> {
+fn raised_box_points(frame: &TrackFrame, box_in_world: &Box3, growth_m: f64, c: &ClassTrackConfig) -> Option<usize> {
     let cloud = frame.points_in_sensor.as_ref()?;
     let margin = c.evidence_ground_margin_m.clamp(0.0, 0.9 * box_in_world.h);
     let mut raised = *box_in_world;
