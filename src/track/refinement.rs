@@ -9,11 +9,12 @@ use std::f64::consts::{FRAC_PI_2, PI};
 
 use super::association::{Candidate, assign};
 use super::config::ClassTrackConfig;
+use super::evidence::Evidence;
 use super::input::{PreparedSequence, TrackFrame, WorldDetection};
 use super::kalman::{CvFilter, FilterStep, flip_near, rts_smooth};
 use super::output::{BoxOrigin, MotionState};
 use super::tracker::{Tracklet, affinity_margin};
-use crate::geometry::{Box3, count_points_in_box, iou_bev, wrap_angle};
+use crate::geometry::{Box3, iou_bev, wrap_angle};
 
 /// A refined box before ids and sensor-frame boxes are attached.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -388,7 +389,7 @@ fn weighted_median(mut pairs: Vec<(f64, f64)>) -> f64 {
 /// Refines one observation group; `None` when the track is dropped (short and weak, or weak).
 pub(crate) fn refine_group(
     group: &BTreeMap<usize, usize>,
-    frames: &[TrackFrame],
+    evidence: &Evidence,
     sequence: &PreparedSequence,
     class_index: usize,
     c: &ClassTrackConfig,
@@ -487,7 +488,7 @@ pub(crate) fn refine_group(
             roll,
         ]);
         let mut boxes = Vec::new();
-        for (f, frame) in frames.iter().enumerate().take(last_obs.0 + 1).skip(first_obs.0) {
+        for f in first_obs.0..=last_obs.0 {
             // Without points, gaps longer than max_gap_frames (a parked object joined across a
             // long occlusion) keep the id but are not filled: the object may be fully hidden
             // there. With points, every gap frame is filled exactly where the points show it.
@@ -495,7 +496,7 @@ pub(crate) fn refine_group(
                 let previous = group.range(..=f).next_back().map_or(f, |(&p, _)| p);
                 let next = group.range(f..).next().map_or(f, |(&n, _)| n);
                 let long = next - previous > c.max_gap_frames as usize + 1;
-                let fill = match raised_box_points(frame, &fused, c.fill_box_growth_m, c) {
+                let fill = match raised_box_points(evidence, f, &fused, c.fill_box_growth_m, c) {
                     Some(points) if c.fill_min_points > 0 => points >= c.fill_min_points as usize,
                     _ => !long,
                 };
@@ -622,7 +623,7 @@ pub(crate) fn refine_group(
             // A gap frame whose points do not show the object (fully hidden) stays empty.
             let hidden = !group.contains_key(&f)
                 && c.fill_min_points > 0
-                && raised_box_points(&frames[f], &b, c.fill_box_growth_m, c)
+                && raised_box_points(evidence, f, &b, c.fill_box_growth_m, c)
                     .is_some_and(|n| n < c.fill_min_points as usize);
             let (origin, detection, s) = match group.get(&f) {
                 Some(&d) => (
@@ -667,22 +668,26 @@ pub(crate) fn refine_group(
 /// The frame's points inside `box_in_world` grown by `growth_m` on every side but the bottom,
 /// with its bottom raised by `evidence_ground_margin_m` (so ground returns do not count);
 /// `None` without points.
-fn raised_box_points(frame: &TrackFrame, box_in_world: &Box3, growth_m: f64, c: &ClassTrackConfig) -> Option<usize> {
-    let cloud = frame.points_in_sensor.as_ref()?;
+fn raised_box_points(
+    evidence: &Evidence,
+    frame: usize,
+    box_in_world: &Box3,
+    growth_m: f64,
+    c: &ClassTrackConfig,
+) -> Option<usize> {
     let margin = c.evidence_ground_margin_m.clamp(0.0, 0.9 * box_in_world.h);
     let mut raised = *box_in_world;
     raised.l += 2.0 * growth_m;
     raised.w += 2.0 * growth_m;
     raised.z += 0.5 * (margin + growth_m);
     raised.h += growth_m - margin;
-    let in_sensor = raised.transformed(&frame.world_from_sensor.inverse());
-    Some(count_points_in_box(cloud, &in_sensor))
+    evidence.count(frame, &raised)
 }
 
 /// Whether the frame's points show an object in `box_in_world`: `None` without points,
 /// otherwise whether at least `evidence_min_points` fall inside its raised box.
-fn points_evidence(frame: &TrackFrame, box_in_world: &Box3, c: &ClassTrackConfig) -> Option<bool> {
-    raised_box_points(frame, box_in_world, 0.0, c).map(|n| n >= c.evidence_min_points as usize)
+fn points_evidence(evidence: &Evidence, frame: usize, box_in_world: &Box3, c: &ClassTrackConfig) -> Option<bool> {
+    raised_box_points(evidence, frame, box_in_world, 0.0, c).map(|n| n >= c.evidence_min_points as usize)
 }
 
 /// BEV IoU above which an extension would run into another track's box.
@@ -695,7 +700,7 @@ const EXTENSION_OVERLAP_IOU: f64 = 0.1;
 /// claim contested frames first; `occupied[frame]` holds every box of the class.
 pub(crate) fn extend_plans(
     plans: &mut [TrackPlan],
-    frames: &[TrackFrame],
+    evidence: &Evidence,
     times_micros: &[i64],
     occupied: &mut [Vec<Box3>],
     c: &ClassTrackConfig,
@@ -715,7 +720,7 @@ pub(crate) fn extend_plans(
         for (end, direction) in [(plan.head, -1i64), (plan.tail, 1i64)] {
             for step in 1..=max_frames as i64 {
                 let f = end.frame as i64 + direction * step;
-                if f < 0 || f >= frames.len() as i64 {
+                if f < 0 || f >= times_micros.len() as i64 {
                     break;
                 }
                 let f = f as usize;
@@ -727,7 +732,7 @@ pub(crate) fn extend_plans(
                 if occupied[f].iter().any(|o| iou_bev(o, &b) > EXTENSION_OVERLAP_IOU) {
                     break;
                 }
-                let accepted = match points_evidence(&frames[f], &b, c) {
+                let accepted = match points_evidence(evidence, f, &b, c) {
                     Some(seen) => seen,
                     None => plan.motion == MotionState::Static,
                 };
@@ -760,10 +765,11 @@ pub(crate) fn refine_class(
     c: &ClassTrackConfig,
 ) -> Vec<TrackPlan> {
     let counts: Vec<usize> = sequence.detections.iter().map(|d| d[class_index].len()).collect();
+    let evidence = Evidence::new(frames);
     let groups = stitch_groups(merge_passes(forward, backward, &counts), sequence, class_index, c);
     let mut plans: Vec<TrackPlan> = groups
         .iter()
-        .filter_map(|g| refine_group(g, frames, sequence, class_index, c))
+        .filter_map(|g| refine_group(g, &evidence, sequence, class_index, c))
         .collect();
     let mut occupied: Vec<Vec<Box3>> = vec![Vec::new(); frames.len()];
     for plan in &plans {
@@ -771,7 +777,7 @@ pub(crate) fn refine_class(
             occupied[b.frame].push(b.box_in_world);
         }
     }
-    extend_plans(&mut plans, frames, &sequence.times_micros, &mut occupied, c);
+    extend_plans(&mut plans, &evidence, &sequence.times_micros, &mut occupied, c);
     plans
 }
 
