@@ -199,6 +199,9 @@ mod tests {
             points_in_sensor: None,
             ..frames[0].clone()
         }];
-        assert_eq!(Evidence::new(&none).count(0, &Box3::new(0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 0.0)), None);
+        assert_eq!(
+            Evidence::new(&none).count(0, &Box3::new(0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 0.0)),
+            None
+        );
     }
 }
