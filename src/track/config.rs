@@ -86,7 +86,8 @@ pub struct ClassTrackConfig {
     pub short_track_min_score: f64,
     /// Any track whose mean observation score is below this is dropped (unitless); default 0.2.
     pub min_mean_score: f64,
-    /// Gaps of at most this many frames inside a track are filled; default 20.
+    /// Gaps of at most this many frames inside a track are filled (where the points, if any,
+    /// show the object; see `fill_min_points`); default 20.
     pub max_gap_frames: u32,
     /// A filled (interpolated) box needs at least this many points inside it (bottom raised by
     /// `evidence_ground_margin_m`) when the frame has points; with fewer the object is taken to
