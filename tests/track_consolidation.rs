@@ -457,3 +457,144 @@ fn still_object_is_joined_across_a_long_gap() {
     let out = consolidate(&build(car(26.0, 5.0, 0.4)), &TrackConfig::default()).unwrap();
     assert_eq!(out.tracks.len(), 2);
 }
+
+/// `n` frames of parked cars: `cars[k]` is detected (σ = 0.15 m centre noise, score 0.7) in the
+/// frames where `seen(k, i)` holds, and its points are in the sweep there too; elsewhere the
+/// sweep has only far-away wall points (the car is hidden: no return).
+fn parked_sequence(n: usize, cars: &[Box3], seen: impl Fn(usize, usize) -> bool, seed: u64) -> Vec<TrackFrame> {
+    let mut rng = Rng(seed);
+    (0..n)
+        .map(|i| {
+            let mut boxes = Vec::new();
+            let mut points: Vec<[f64; 3]> = (0..50).map(|k| [-30.0, k as f64 * 0.5 - 12.0, 1.0]).collect();
+            for (k, c) in cars.iter().enumerate() {
+                if seen(k, i) {
+                    let mut b = *c;
+                    b.x += rng.normal(0.15);
+                    b.y += rng.normal(0.15);
+                    b.l += rng.normal(0.1);
+                    boxes.push((b, ObjectClass::Vehicle, 0.7));
+                    points.extend(points_of(c));
+                }
+            }
+            frame(i, Isometry3::identity(), &boxes, Some(&points))
+        })
+        .collect()
+}
+
+/// The output track of each truth car: the ids of the detected boxes within 1 m of it.
+fn ids_near(out: &Consolidation, c: &Box3) -> BTreeSet<u32> {
+    out.boxes
+        .iter()
+        .filter(|b| b.origin == BoxOrigin::Detected)
+        .filter(|b| (b.box_in_world.x - c.x).hypot(b.box_in_world.y - c.y) < 1.0)
+        .map(|b| b.track_id)
+        .collect()
+}
+
+/// A parked car seen in frames 0–29, hidden (no detection, no return) for 60 frames, seen
+/// again in 90–119: one id, and nothing is output while it is hidden.
+#[test]
+fn parked_car_hidden_for_60_frames_keeps_its_id() {
+    let parked = car(15.0, 6.0, 0.3);
+    let frames = parked_sequence(120, &[parked], |_, i| !(30..90).contains(&i), 5);
+    let out = consolidate(&frames, &TrackConfig::default()).unwrap();
+    assert_eq!(ids(&out).len(), 1, "{:?}", out.tracks);
+    assert!(out.boxes.iter().all(|b| !(30..90).contains(&b.frame)));
+    assert_eq!(out.boxes.len(), 60);
+}
+
+/// A hidden stretch of a parked car whose points come back before its detections do is filled
+/// exactly where the points show it (a long static gap, filled on evidence).
+#[test]
+fn long_static_gap_is_filled_where_the_points_show_the_object() {
+    let parked = car(15.0, 6.0, 0.3);
+    let mut frames = parked_sequence(120, &[parked], |_, i| !(30..90).contains(&i), 6);
+    // Frames 60–89: still undetected, but the car's points are back.
+    for f in frames.iter_mut().take(90).skip(60) {
+        let mut cloud_points = points_of(&parked);
+        cloud_points.push([-30.0, 0.0, 1.0]);
+        *f = frame(f_index(f), Isometry3::identity(), &[], Some(&cloud_points));
+    }
+    let out = consolidate(&frames, &TrackConfig::default()).unwrap();
+    assert_eq!(ids(&out).len(), 1);
+    let filled: Vec<usize> = out
+        .boxes
+        .iter()
+        .filter(|b| b.origin == BoxOrigin::Interpolated)
+        .map(|b| b.frame)
+        .collect();
+    assert_eq!(filled, (60..90).collect::<Vec<_>>());
+}
+
+/// The frame index of a `frame(...)` built by this file (from its timestamp).
+fn f_index(f: &TrackFrame) -> usize {
+    ((f.timestamp_micros - 1_000_000) / PERIOD_MICROS) as usize
+}
+
+/// Two parked cars of equal size side by side (2.6 m apart), each hidden for a different long
+/// stretch: each keeps one id of its own, and the ids do not swap.
+#[test]
+fn parked_neighbours_of_equal_size_do_not_swap_ids() {
+    let cars = [car(10.0, 3.0, 0.0), car(10.0, 5.6, 0.0)];
+    let frames = parked_sequence(
+        150,
+        &cars,
+        |k, i| match k {
+            0 => !(20..70).contains(&i),
+            _ => !(50..110).contains(&i),
+        },
+        9,
+    );
+    let out = consolidate(&frames, &TrackConfig::default()).unwrap();
+    let (a, b) = (ids_near(&out, &cars[0]), ids_near(&out, &cars[1]));
+    assert_eq!(a.len(), 1, "{a:?}");
+    assert_eq!(b.len(), 1, "{b:?}");
+    assert!(a.is_disjoint(&b));
+    assert_eq!(ids(&out).len(), 2);
+}
+
+/// A car parked in frames 0–39 leaves; a van (6.5 × 2.4 m) parks on the same spot in frames
+/// 80–119: two ids. The same car coming back would have kept its id.
+#[test]
+fn different_sized_car_on_the_same_spot_gets_a_new_id() {
+    let spot = car(18.0, -2.0, 0.5);
+    let van = Box3::new(spot.x, spot.y, 1.2, 6.5, 2.4, 2.4, spot.yaw);
+    let frames = parked_sequence(120, &[spot, van], |k, i| if k == 0 { i < 40 } else { i >= 80 }, 11);
+    let out = consolidate(&frames, &TrackConfig::default()).unwrap();
+    assert_eq!(ids(&out).len(), 2, "{:?}", out.tracks);
+    let same = parked_sequence(120, &[spot, spot], |k, i| if k == 0 { i < 40 } else { i >= 80 }, 11);
+    let out = consolidate(&same, &TrackConfig::default()).unwrap();
+    assert_eq!(ids(&out).len(), 1, "{:?}", out.tracks);
+}
+
+/// A moving car undetected for 8 frames: where the points show it the gap is filled, where the
+/// sweep has points but none on the car (hidden) the frames stay empty; one id either way.
+#[test]
+fn hidden_gap_frames_of_a_moving_car_stay_empty() {
+    let truth = |i: usize| car(5.0 + 0.8 * i as f64, 1.0, 0.0);
+    let build = |points_on_car: bool| -> Vec<TrackFrame> {
+        (0..60)
+            .map(|i| {
+                let gap = (25..33).contains(&i);
+                let boxes = if gap {
+                    vec![]
+                } else {
+                    vec![(truth(i), ObjectClass::Vehicle, 0.8)]
+                };
+                let mut points = vec![[-30.0, 0.0, 1.0]];
+                if !gap || points_on_car {
+                    points.extend(points_of(&truth(i)));
+                }
+                frame(i, Isometry3::identity(), &boxes, Some(&points))
+            })
+            .collect()
+    };
+    let out = consolidate(&build(true), &TrackConfig::default()).unwrap();
+    assert_eq!(ids(&out).len(), 1);
+    assert_eq!(out.boxes.len(), 60);
+    let out = consolidate(&build(false), &TrackConfig::default()).unwrap();
+    assert_eq!(ids(&out).len(), 1);
+    let frames_out: BTreeSet<usize> = out.boxes.iter().map(|b| b.frame).collect();
+    assert_eq!(frames_out, (0..25).chain(33..60).collect());
+}

@@ -49,6 +49,10 @@ pub struct ClassTrackConfig {
     /// Detections in `[low_score, high_score)` may only extend tracks left unmatched by the
     /// first stage (two-stage association); lower ones are ignored (unitless); default 0.1.
     pub low_score: f64,
+    /// Largest Mahalanobis distance (unitless, in standard deviations of the predicted BEV
+    /// centre plus the measurement noise) of a detection a track may take, on top of the gate
+    /// above; 0 turns it off; default 3 (χ² with 2 degrees of freedom: p ≈ 0.011).
+    pub max_mahalanobis_distance: f64,
     /// Matches before a track is output by the forward-only mode (AB3DMOT `min_hits`); default 2.
     pub min_hits: u32,
     /// Frames without a match after which a track ends (AB3DMOT `max_age`); default 10
@@ -82,8 +86,25 @@ pub struct ClassTrackConfig {
     pub short_track_min_score: f64,
     /// Any track whose mean observation score is below this is dropped (unitless); default 0.2.
     pub min_mean_score: f64,
-    /// Gaps of at most this many frames inside a track are filled; default 20.
+    /// Gaps of at most this many frames inside a track are filled (where the points, if any,
+    /// show the object; see `fill_min_points`); default 20.
     pub max_gap_frames: u32,
+    /// A filled (interpolated) box needs at least this many points inside it (bottom raised by
+    /// `evidence_ground_margin_m`) when the frame has points; with fewer the object is taken to
+    /// be hidden there (no LiDAR return, so no label) and the frame is left empty, the track
+    /// keeping its id. With points, static gaps longer than `max_gap_frames` are filled on this
+    /// test too. 0 fills regardless of points (and never across long static gaps); default 1.
+    pub fill_min_points: u32,
+    /// The box of that test is grown by this much on each side and on top (m): a sparse
+    /// object's few returns often lie just outside a fitted box; default 0.2.
+    pub fill_box_growth_m: f64,
+    /// Re-identification across gaps of any length: two tracks whose facing ends are still
+    /// (every centre of the end window within this distance of its median) and whose robust end
+    /// centres are closer than this are one object (m); default vehicle 1.0, others 0.5.
+    pub reid_max_distance_m: f64,
+    /// …and whose robust lengths and widths differ by at most this factor (unitless, ≥ 1);
+    /// default 1.25.
+    pub reid_max_size_ratio: f64,
     /// Frames a dynamic track may be extended past each end on points evidence; default 10 (CTRL).
     pub extension_max_frames: u32,
     /// Points (sensor frame) the predicted box must hold for an extension or a static
@@ -113,6 +134,7 @@ impl Default for ClassTrackConfig {
             association: AssociationMetric::GiouBev,
             min_giou: -0.5,
             max_center_distance_m: 5.0,
+            max_mahalanobis_distance: 3.0,
             high_score: 0.5,
             low_score: 0.1,
             min_hits: 2,
@@ -130,6 +152,10 @@ impl Default for ClassTrackConfig {
             short_track_min_score: 0.8,
             min_mean_score: 0.2,
             max_gap_frames: 20,
+            fill_min_points: 1,
+            fill_box_growth_m: 0.2,
+            reid_max_distance_m: 1.0,
+            reid_max_size_ratio: 1.25,
             extension_max_frames: 10,
             evidence_min_points: 10,
             evidence_ground_margin_m: 0.2,
@@ -183,6 +209,7 @@ impl Default for TrackConfig {
             initial_velocity_std_mps: 2.0,
             rigid: false,
             evidence_min_points: 4,
+            reid_max_distance_m: 0.5,
             ..ClassTrackConfig::default()
         };
         let cyclist = ClassTrackConfig {
@@ -192,6 +219,7 @@ impl Default for TrackConfig {
             initial_velocity_std_mps: 5.0,
             rigid: false,
             evidence_min_points: 4,
+            reid_max_distance_m: 0.5,
             ..ClassTrackConfig::default()
         };
         let unknown = ClassTrackConfig {
@@ -199,6 +227,7 @@ impl Default for TrackConfig {
             initial_velocity_std_mps: 5.0,
             rigid: false,
             evidence_min_points: 4,
+            reid_max_distance_m: 0.5,
             ..ClassTrackConfig::default()
         };
         Self {
@@ -283,6 +312,15 @@ impl TrackConfig {
                     return Err(bad(field, "must be in [0, 1]"));
                 }
             }
+            if c.max_mahalanobis_distance.is_nan() || c.max_mahalanobis_distance < 0.0 {
+                return Err(bad("max_mahalanobis_distance", "must be a non-negative number"));
+            }
+            if c.reid_max_distance_m.is_nan() || c.reid_max_distance_m < 0.0 {
+                return Err(bad("reid_max_distance_m", "must be a non-negative number"));
+            }
+            if c.reid_max_size_ratio.is_nan() || c.reid_max_size_ratio < 1.0 {
+                return Err(bad("reid_max_size_ratio", "must be at least 1"));
+            }
             if !(-1.0..=1.0).contains(&c.min_giou) {
                 return Err(bad("min_giou", "must be in [-1, 1]"));
             }
@@ -297,6 +335,9 @@ impl TrackConfig {
                 || c.evidence_ground_margin_m.is_nan()
             {
                 return Err(bad("static_max_displacement_m", "must be a number"));
+            }
+            if c.fill_box_growth_m.is_nan() || c.fill_box_growth_m < 0.0 {
+                return Err(bad("fill_box_growth_m", "must be a non-negative number"));
             }
         }
         Ok(())
@@ -442,6 +483,22 @@ mod tests {
         c.cyclist.low_score = 0.9;
         let e = c.validate().unwrap_err().to_string();
         assert!(e.contains("cyclist") && e.contains("low_score"), "{e}");
+        let mut c = TrackConfig::default();
+        c.vehicle.reid_max_size_ratio = 0.9;
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("vehicle") && e.contains("reid_max_size_ratio"), "{e}");
+        let mut c = TrackConfig::default();
+        c.pedestrian.fill_box_growth_m = -0.1;
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("fill_box_growth_m"), "{e}");
+        let mut c = TrackConfig::default();
+        c.unknown.max_mahalanobis_distance = f64::NAN;
+        assert!(
+            c.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("max_mahalanobis_distance")
+        );
     }
 
     #[test]

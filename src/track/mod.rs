@@ -8,6 +8,7 @@
 
 mod association;
 mod config;
+mod evidence;
 mod input;
 mod kalman;
 mod output;

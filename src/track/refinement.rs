@@ -7,12 +7,14 @@
 use std::collections::BTreeMap;
 use std::f64::consts::{FRAC_PI_2, PI};
 
+use super::association::{Candidate, assign};
 use super::config::ClassTrackConfig;
+use super::evidence::Evidence;
 use super::input::{PreparedSequence, TrackFrame, WorldDetection};
 use super::kalman::{CvFilter, FilterStep, flip_near, rts_smooth};
 use super::output::{BoxOrigin, MotionState};
 use super::tracker::{Tracklet, affinity_margin};
-use crate::geometry::{Box3, count_points_in_box, iou_bev, wrap_angle};
+use crate::geometry::{Box3, iou_bev, wrap_angle};
 
 /// A refined box before ids and sensor-frame boxes are attached.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -197,23 +199,92 @@ fn group_velocity(
     ]
 }
 
-/// Below this end speed (m/s) a group counts as still for stitching across long gaps.
-const STITCH_STILL_SPEED_MPS: f64 = 0.5;
+/// Observations at each end of a group used to estimate its end velocity and its robust end box
+/// for stitching.
+const STITCH_END_WINDOW: usize = 10;
 
-/// BEV IoU two still groups' facing boxes need to be joined across a gap longer than
-/// `max_gap_frames`.
-const STITCH_STILL_MIN_IOU: f64 = 0.3;
+/// The robust box at one end of an observation group, for re-identification.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct EndSummary {
+    /// Score-weighted median centre (world, m).
+    centre: [f64; 2],
+    /// Score-weighted median length and width (m).
+    length_width: [f64; 2],
+    /// Every centre of the window lies within `reid_max_distance_m` of the median centre.
+    still: bool,
+}
 
-/// Observations used to estimate a group's velocity at its ends for stitching.
-const STITCH_VELOCITY_WINDOW: usize = 10;
+/// The robust box of the last (`from_end`) or first `STITCH_END_WINDOW` observations of a group.
+fn end_summary(
+    group: &BTreeMap<usize, usize>,
+    sequence: &PreparedSequence,
+    class_index: usize,
+    from_end: bool,
+    c: &ClassTrackConfig,
+) -> EndSummary {
+    let window: Vec<&WorldDetection> = if from_end {
+        group
+            .iter()
+            .rev()
+            .take(STITCH_END_WINDOW)
+            .map(|(&f, &d)| &sequence.detections[f][class_index][d])
+            .collect()
+    } else {
+        group
+            .iter()
+            .take(STITCH_END_WINDOW)
+            .map(|(&f, &d)| &sequence.detections[f][class_index][d])
+            .collect()
+    };
+    let median = |value: &dyn Fn(&Box3) -> f64| {
+        weighted_median(
+            window
+                .iter()
+                .map(|d| (value(&d.box_in_world), d.score.max(1e-3)))
+                .collect(),
+        )
+    };
+    let centre = [median(&|b| b.x), median(&|b| b.y)];
+    let still = window
+        .iter()
+        .all(|d| (d.box_in_world.x - centre[0]).hypot(d.box_in_world.y - centre[1]) <= c.reid_max_distance_m);
+    EndSummary {
+        centre,
+        length_width: [median(&|b| b.l), median(&|b| b.w)],
+        still,
+    }
+}
 
-/// Joins groups across gaps longer than the tracker's `max_age_frames` (but at most
-/// `max_gap_frames`): the earlier group's last box, moved on its end velocity to the later
-/// group's first frame, must pass the association gate with the later group's first box.
-/// Two groups that are both still at the facing ends (< 0.5 m/s) are joined across any gap when
-/// their facing boxes overlap (BEV IoU > 0.3): a parked object unseen for a while.
-/// Pairs are joined greedily, shortest gap then smallest distance first, one successor and one
-/// predecessor per group.
+/// Whether two robust end boxes are one still object: both still, centres closer than
+/// `reid_max_distance_m`, lengths and widths within `reid_max_size_ratio` of each other.
+/// Returns the centre distance (m).
+fn same_still_object(a: &EndSummary, b: &EndSummary, c: &ClassTrackConfig) -> Option<f64> {
+    if !(a.still && b.still) {
+        return None;
+    }
+    let distance = (a.centre[0] - b.centre[0]).hypot(a.centre[1] - b.centre[1]);
+    let ratio_ok = a.length_width.iter().zip(&b.length_width).all(|(&x, &y)| {
+        let (lo, hi) = (x.min(y), x.max(y));
+        lo > 0.0 && hi <= c.reid_max_size_ratio * lo
+    });
+    (distance < c.reid_max_distance_m && ratio_ok).then_some(distance)
+}
+
+/// Joins observation groups that are one object seen in separate stretches, as one global
+/// assignment (Kuhn–Munkres over every allowed (earlier group, later group) pair, at most one
+/// successor and one predecessor per group):
+///
+/// - *motion link*, for gaps longer than the tracker's `max_age_frames` but at most
+///   `max_gap_frames`: the earlier group's last box, moved on its least-squares end velocity to
+///   the later group's first frame, passes the association gate with the later group's first box;
+/// - *re-identification* of a still object across any gap (ImmortalTracker keeps such tracks
+///   alive; MS3D keeps a static object's id): the robust boxes (score-weighted medians of the
+///   last / first `STITCH_END_WINDOW` observations) at the facing ends are both still, their
+///   centres closer than `reid_max_distance_m`, their lengths and widths within
+///   `reid_max_size_ratio` — a different-sized object arriving at the same spot is not joined.
+///
+/// A pair's weight is 1 − distance / gate (m / m) of its best link, so the assignment first
+/// makes as many links as it can, then the tightest ones.
 pub(crate) fn stitch_groups(
     groups: Vec<BTreeMap<usize, usize>>,
     sequence: &PreparedSequence,
@@ -232,52 +303,52 @@ pub(crate) fn stitch_groups(
     }
     let velocities: Vec<[f64; 2]> = groups
         .iter()
-        .map(|g| group_velocity(g, sequence, class_index, true, STITCH_VELOCITY_WINDOW))
+        .map(|g| group_velocity(g, sequence, class_index, true, STITCH_END_WINDOW))
         .collect();
-    let mut links: Vec<(usize, f64, usize, usize)> = Vec::new();
-    let head_velocities: Vec<[f64; 2]> = groups
+    let tails: Vec<EndSummary> = groups
         .iter()
-        .map(|g| group_velocity(g, sequence, class_index, false, STITCH_VELOCITY_WINDOW))
+        .map(|g| end_summary(g, sequence, class_index, true, c))
         .collect();
-    let still = |v: [f64; 2]| v[0].hypot(v[1]) < STITCH_STILL_SPEED_MPS;
+    let heads: Vec<EndSummary> = groups
+        .iter()
+        .map(|g| end_summary(g, sequence, class_index, false, c))
+        .collect();
+    let mut candidates: Vec<Candidate> = Vec::new();
     for (a, (_, (fa, da))) in ends.iter().enumerate() {
         for (b, ((fb, db), _)) in ends.iter().enumerate() {
             if fb <= fa {
                 continue;
             }
-            // Two still groups on the same spot are one parked object however long it was unseen.
-            let both_still = still(velocities[a]) && still(head_velocities[b]);
-            if fb - fa > c.max_gap_frames as usize + 1 {
-                let first = &sequence.detections[*fb][class_index][*db].box_in_world;
-                let last = &sequence.detections[*fa][class_index][*da].box_in_world;
-                if both_still && iou_bev(first, last) > STITCH_STILL_MIN_IOU {
-                    links.push((fb - fa, (first.x - last.x).hypot(first.y - last.y), a, b));
-                }
-                continue;
+            let mut weight = None::<f64>;
+            if let Some(distance) = same_still_object(&tails[a], &heads[b], c) {
+                weight = Some(1.0 - distance / c.reid_max_distance_m);
             }
-            let dt = (sequence.times_micros[*fb] - sequence.times_micros[*fa]) as f64 * 1e-6;
-            let mut predicted = sequence.detections[*fa][class_index][*da].box_in_world;
-            predicted.x += velocities[a][0] * dt;
-            predicted.y += velocities[a][1] * dt;
-            let target = &sequence.detections[*fb][class_index][*db].box_in_world;
-            if affinity_margin(c, &predicted, target).is_some() {
-                let distance = (predicted.x - target.x).hypot(predicted.y - target.y);
-                links.push((fb - fa, distance, a, b));
+            if fb - fa <= c.max_gap_frames as usize + 1 {
+                let dt = (sequence.times_micros[*fb] - sequence.times_micros[*fa]) as f64 * 1e-6;
+                let mut predicted = sequence.detections[*fa][class_index][*da].box_in_world;
+                predicted.x += velocities[a][0] * dt;
+                predicted.y += velocities[a][1] * dt;
+                let target = &sequence.detections[*fb][class_index][*db].box_in_world;
+                if affinity_margin(c, &predicted, target).is_some() {
+                    let distance = (predicted.x - target.x).hypot(predicted.y - target.y);
+                    let w = 1.0 - distance / c.max_center_distance_m;
+                    weight = Some(weight.map_or(w, |x| x.max(w)));
+                }
+            }
+            if let Some(w) = weight {
+                candidates.push(Candidate {
+                    track: a,
+                    detection: b,
+                    margin: w.max(0.0),
+                });
             }
         }
     }
-    links.sort_by(|x, y| {
-        x.0.cmp(&y.0)
-            .then(x.1.total_cmp(&y.1))
-            .then((x.2, x.3).cmp(&(y.2, y.3)))
-    });
     let mut successor: Vec<Option<usize>> = vec![None; groups.len()];
     let mut has_predecessor = vec![false; groups.len()];
-    for (_, _, a, b) in links {
-        if successor[a].is_none() && !has_predecessor[b] {
-            successor[a] = Some(b);
-            has_predecessor[b] = true;
-        }
+    for (a, b) in assign(groups.len(), groups.len(), &candidates) {
+        successor[a] = Some(b);
+        has_predecessor[b] = true;
     }
     let mut groups: Vec<Option<BTreeMap<usize, usize>>> = groups.into_iter().map(Some).collect();
     let mut out = Vec::new();
@@ -318,6 +389,7 @@ fn weighted_median(mut pairs: Vec<(f64, f64)>) -> f64 {
 /// Refines one observation group; `None` when the track is dropped (short and weak, or weak).
 pub(crate) fn refine_group(
     group: &BTreeMap<usize, usize>,
+    evidence: &Evidence,
     sequence: &PreparedSequence,
     class_index: usize,
     c: &ClassTrackConfig,
@@ -417,12 +489,20 @@ pub(crate) fn refine_group(
         ]);
         let mut boxes = Vec::new();
         for f in first_obs.0..=last_obs.0 {
-            // Gaps longer than max_gap_frames (a parked object joined across a long occlusion)
-            // keep the id but are not filled: the object may be fully hidden there.
-            let previous = group.range(..=f).next_back().map_or(f, |(&p, _)| p);
-            let next = group.range(f..).next().map_or(f, |(&n, _)| n);
-            if next - previous > c.max_gap_frames as usize + 1 {
-                continue;
+            // Without points, gaps longer than max_gap_frames (a parked object joined across a
+            // long occlusion) keep the id but are not filled: the object may be fully hidden
+            // there. With points, every gap frame is filled exactly where the points show it.
+            if !group.contains_key(&f) {
+                let previous = group.range(..=f).next_back().map_or(f, |(&p, _)| p);
+                let next = group.range(f..).next().map_or(f, |(&n, _)| n);
+                let long = next - previous > c.max_gap_frames as usize + 1;
+                let fill = match raised_box_points(evidence, f, &fused, c.fill_box_growth_m, c) {
+                    Some(points) if c.fill_min_points > 0 => points >= c.fill_min_points as usize,
+                    _ => !long,
+                };
+                if !fill {
+                    continue;
+                }
             }
             let (origin, detection, s) = match group.get(&f) {
                 Some(&d) => (
@@ -540,6 +620,11 @@ pub(crate) fn refine_group(
                 roll,
             ]);
             let velocity = [smooth[0][i].1, smooth[1][i].1, smooth[2][i].1];
+            // A gap frame whose points do not show the object (fully hidden) stays empty.
+            let hidden = !group.contains_key(&f)
+                && c.fill_min_points > 0
+                && raised_box_points(evidence, f, &b, c.fill_box_growth_m, c)
+                    .is_some_and(|n| n < c.fill_min_points as usize);
             let (origin, detection, s) = match group.get(&f) {
                 Some(&d) => (
                     BoxOrigin::Detected,
@@ -548,13 +633,15 @@ pub(crate) fn refine_group(
                 ),
                 None => (BoxOrigin::Interpolated, None, score * c.interpolation_score_factor),
             };
-            boxes.push(PlannedBox {
-                frame: f,
-                box_in_world: b,
-                origin,
-                detection,
-                score: s,
-            });
+            if !hidden {
+                boxes.push(PlannedBox {
+                    frame: f,
+                    box_in_world: b,
+                    origin,
+                    detection,
+                    score: s,
+                });
+            }
             let state = EndState {
                 frame: f,
                 box_in_world: b,
@@ -578,17 +665,29 @@ pub(crate) fn refine_group(
     })
 }
 
-/// Whether the frame's points show an object in `box_in_world`: `None` without points,
-/// otherwise whether at least `evidence_min_points` fall inside the box with its bottom
-/// raised by `evidence_ground_margin_m` (so ground returns do not count).
-fn points_evidence(frame: &TrackFrame, box_in_world: &Box3, c: &ClassTrackConfig) -> Option<bool> {
-    let cloud = frame.points_in_sensor.as_ref()?;
+/// The frame's points inside `box_in_world` grown by `growth_m` on every side but the bottom,
+/// with its bottom raised by `evidence_ground_margin_m` (so ground returns do not count);
+/// `None` without points.
+fn raised_box_points(
+    evidence: &Evidence,
+    frame: usize,
+    box_in_world: &Box3,
+    growth_m: f64,
+    c: &ClassTrackConfig,
+) -> Option<usize> {
     let margin = c.evidence_ground_margin_m.clamp(0.0, 0.9 * box_in_world.h);
     let mut raised = *box_in_world;
-    raised.z += 0.5 * margin;
-    raised.h -= margin;
-    let in_sensor = raised.transformed(&frame.world_from_sensor.inverse());
-    Some(count_points_in_box(cloud, &in_sensor) >= c.evidence_min_points as usize)
+    raised.l += 2.0 * growth_m;
+    raised.w += 2.0 * growth_m;
+    raised.z += 0.5 * (margin + growth_m);
+    raised.h += growth_m - margin;
+    evidence.count(frame, &raised)
+}
+
+/// Whether the frame's points show an object in `box_in_world`: `None` without points,
+/// otherwise whether at least `evidence_min_points` fall inside its raised box.
+fn points_evidence(evidence: &Evidence, frame: usize, box_in_world: &Box3, c: &ClassTrackConfig) -> Option<bool> {
+    raised_box_points(evidence, frame, box_in_world, 0.0, c).map(|n| n >= c.evidence_min_points as usize)
 }
 
 /// BEV IoU above which an extension would run into another track's box.
@@ -601,7 +700,7 @@ const EXTENSION_OVERLAP_IOU: f64 = 0.1;
 /// claim contested frames first; `occupied[frame]` holds every box of the class.
 pub(crate) fn extend_plans(
     plans: &mut [TrackPlan],
-    frames: &[TrackFrame],
+    evidence: &Evidence,
     times_micros: &[i64],
     occupied: &mut [Vec<Box3>],
     c: &ClassTrackConfig,
@@ -621,7 +720,7 @@ pub(crate) fn extend_plans(
         for (end, direction) in [(plan.head, -1i64), (plan.tail, 1i64)] {
             for step in 1..=max_frames as i64 {
                 let f = end.frame as i64 + direction * step;
-                if f < 0 || f >= frames.len() as i64 {
+                if f < 0 || f >= times_micros.len() as i64 {
                     break;
                 }
                 let f = f as usize;
@@ -633,7 +732,7 @@ pub(crate) fn extend_plans(
                 if occupied[f].iter().any(|o| iou_bev(o, &b) > EXTENSION_OVERLAP_IOU) {
                     break;
                 }
-                let accepted = match points_evidence(&frames[f], &b, c) {
+                let accepted = match points_evidence(evidence, f, &b, c) {
                     Some(seen) => seen,
                     None => plan.motion == MotionState::Static,
                 };
@@ -666,10 +765,11 @@ pub(crate) fn refine_class(
     c: &ClassTrackConfig,
 ) -> Vec<TrackPlan> {
     let counts: Vec<usize> = sequence.detections.iter().map(|d| d[class_index].len()).collect();
+    let evidence = Evidence::new(frames);
     let groups = stitch_groups(merge_passes(forward, backward, &counts), sequence, class_index, c);
     let mut plans: Vec<TrackPlan> = groups
         .iter()
-        .filter_map(|g| refine_group(g, sequence, class_index, c))
+        .filter_map(|g| refine_group(g, &evidence, sequence, class_index, c))
         .collect();
     let mut occupied: Vec<Vec<Box3>> = vec![Vec::new(); frames.len()];
     for plan in &plans {
@@ -677,7 +777,7 @@ pub(crate) fn refine_class(
             occupied[b.frame].push(b.box_in_world);
         }
     }
-    extend_plans(&mut plans, frames, &sequence.times_micros, &mut occupied, c);
+    extend_plans(&mut plans, &evidence, &sequence.times_micros, &mut occupied, c);
     plans
 }
 

@@ -122,7 +122,7 @@ impl<'a> Tracker<'a> {
                     continue;
                 }
                 for (k, p) in self.predicted.iter().enumerate() {
-                    if track_taken[k] {
+                    if track_taken[k] || !within_motion_gate(&self.tracks[k], &det.box_in_world, c) {
                         continue;
                     }
                     if let Some(margin) = affinity_margin(c, p, &det.box_in_world) {
@@ -199,6 +199,25 @@ pub(crate) fn affinity_margin(c: &ClassTrackConfig, predicted: &Box3, detection:
     }
 }
 
+/// Whether a detection lies inside the track's predicted BEV position uncertainty: the
+/// Mahalanobis distance of the centre innovation, `√(Σ dx² / (P_xx + R))` over x and y with
+/// the filter's predicted variance P and the measurement variance R = `position_std_m²`, is at
+/// most `max_mahalanobis_distance` (0 turns the gate off). A track that has settled on a still
+/// object has a small P, so it cannot jump to a neighbour's detection while its own object is
+/// unseen; a young or long-unseen track has a large one and keeps the plain gate.
+pub(crate) fn within_motion_gate(track: &LiveTrack, detection: &Box3, c: &ClassTrackConfig) -> bool {
+    if c.max_mahalanobis_distance <= 0.0 {
+        return true;
+    }
+    let r = c.position_std_m * c.position_std_m;
+    let d2: f64 = [detection.x, detection.y]
+        .iter()
+        .zip(&track.centre)
+        .map(|(z, axis)| (z - axis.value).powi(2) / (axis.covariance[0] + r))
+        .sum();
+    d2 <= c.max_mahalanobis_distance * c.max_mahalanobis_distance
+}
+
 fn new_track(id: u32, det: &WorldDetection, frame: usize, d: usize, c: &ClassTrackConfig) -> LiveTrack {
     let b = &det.box_in_world;
     let axis = |v: f64| CvFilter::new(v, c.position_std_m, c.initial_velocity_std_mps);
@@ -259,4 +278,48 @@ pub(crate) fn run_pass(
         tracker.retire();
     }
     tracker.into_tracklets()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::track::TrackConfig;
+
+    fn detection(x: f64, y: f64) -> WorldDetection {
+        WorldDetection {
+            box_in_world: Box3::new(x, y, 0.8, 4.5, 1.9, 1.6, 0.0),
+            score: 0.9,
+            index: 0,
+        }
+    }
+
+    /// A track seen once: predicted 0.1 s ahead its x variance is 0.3² + 0.1²·10² + 3²·0.1⁴/4
+    /// = 1.0902, so with R = 0.09 a detection 2.5 m off lies √(6.25 / 1.1802) = 2.30 σ away:
+    /// inside the 3 σ gate. After 30 frames on the same spot the variance has collapsed and the
+    /// same 2.5 m offset (a parked neighbour) is far outside, while 0.3 m is still inside.
+    #[test]
+    fn mahalanobis_gate_tightens_on_a_settled_still_track() {
+        let c = TrackConfig::default().vehicle;
+        let mut t = new_track(0, &detection(0.0, 0.0), 0, 0, &c);
+        let predict = |t: &mut LiveTrack| {
+            for axis in &mut t.centre {
+                *axis = axis.predicted(0.1, c.acceleration_std_mps2);
+            }
+        };
+        predict(&mut t);
+        let p = t.centre[0].covariance[0];
+        assert!((p - (0.09 + 1.0 + 9.0 * 1e-4 / 4.0)).abs() < 1e-9, "{p}");
+        assert!(within_motion_gate(&t, &detection(0.0, 2.5).box_in_world, &c));
+        for f in 1..30 {
+            update(&mut t, &detection(0.0, 0.0), f, 0, &c);
+            predict(&mut t);
+        }
+        assert!(!within_motion_gate(&t, &detection(0.0, 2.5).box_in_world, &c));
+        assert!(within_motion_gate(&t, &detection(0.3, 0.0).box_in_world, &c));
+        let off = ClassTrackConfig {
+            max_mahalanobis_distance: 0.0,
+            ..c.clone()
+        };
+        assert!(within_motion_gate(&t, &detection(0.0, 2.5).box_in_world, &off));
+    }
 }
