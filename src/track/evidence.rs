@@ -1,7 +1,8 @@
 //! Points-in-box counts on a sequence's sweeps for the refinement's evidence tests (filled
 //! frames, extension, static propagation). Each frame's points are binned once, on first use,
 //! into a bird's-eye-view grid, so a query tests only the points of the cells its box can touch
-//! instead of the whole sweep; the count equals `geometry::count_points_in_box` exactly.
+//! instead of the whole sweep; the count equals `geometry::count_points_in_box` exactly for boxes
+//! within ±1 km of the sensor.
 
 use std::cell::OnceCell;
 
@@ -11,6 +12,8 @@ use crate::geometry::{Box3, points_in_box_mask};
 
 /// Side of a grid cell (m).
 const CELL_M: f32 = 2.0;
+/// The grid covers at most ±this from the sensor (m); farther points share the border cells.
+const GRID_LIMIT_M: f32 = 1024.0;
 
 /// One frame's points sorted by BEV grid cell.
 #[derive(Debug)]
@@ -29,13 +32,18 @@ impl FrameGrid {
     fn new(cloud: &PointCloud) -> Self {
         let (x, y) = (cloud.x(), cloud.y());
         let n = x.len().min(y.len());
-        let finite = |k: usize| x[k].is_finite() && y[k].is_finite();
-        let (mut lo, mut hi) = ([f32::INFINITY; 2], [f32::NEG_INFINITY; 2]);
-        for k in (0..n).filter(|&k| finite(k)) {
-            lo = [lo[0].min(x[k]), lo[1].min(y[k])];
-            hi = [hi[0].max(x[k]), hi[1].max(y[k])];
-        }
-        if lo[0] > hi[0] {
+        let (x, y) = (&x[..n], &y[..n]);
+        // Bounds of the finite points (`f32::min`/`max` skip NaN), kept within ±GRID_LIMIT_M so
+        // that a stray huge coordinate cannot blow up the grid; points beyond fall into the
+        // border cells, where the exact box test still sees them.
+        let bound = |v: &[f32]| {
+            let (lo, hi) = v.iter().fold((f32::INFINITY, f32::NEG_INFINITY), |(lo, hi), &a| {
+                (lo.min(a), hi.max(a))
+            });
+            (lo.max(-GRID_LIMIT_M), hi.min(GRID_LIMIT_M))
+        };
+        let ((x_lo, x_hi), (y_lo, y_hi)) = (bound(x), bound(y));
+        if !(x_lo <= x_hi && y_lo <= y_hi) {
             return Self {
                 origin: [0.0; 2],
                 dims: [0, 0],
@@ -43,28 +51,36 @@ impl FrameGrid {
                 order: Vec::new(),
             };
         }
+        let lo = [x_lo, y_lo];
         let dims = [
-            ((hi[0] - lo[0]) / CELL_M) as usize + 1,
-            ((hi[1] - lo[1]) / CELL_M) as usize + 1,
+            ((x_hi - x_lo) / CELL_M) as usize + 1,
+            ((y_hi - y_lo) / CELL_M) as usize + 1,
         ];
-        let cell_of = |k: usize| {
-            let cx = (((x[k] - lo[0]) / CELL_M) as usize).min(dims[0] - 1);
-            let cy = (((y[k] - lo[1]) / CELL_M) as usize).min(dims[1] - 1);
-            cy * dims[0] + cx
-        };
+        // One pass computes every point's cell (float-to-int casts saturate: NaN → 0, which the
+        // exact box test rejects anyway) and counts the cells; a second places the indices.
+        let (max_x, max_y) = ((dims[0] - 1) as u32, (dims[1] - 1) as u32);
         let mut starts = vec![0u32; dims[0] * dims[1] + 1];
-        for k in (0..n).filter(|&k| finite(k)) {
-            starts[cell_of(k) + 1] += 1;
+        let cells: Vec<u32> = x
+            .iter()
+            .zip(y)
+            .map(|(&px, &py)| {
+                let cx = (((px - lo[0]) / CELL_M) as u32).min(max_x);
+                let cy = (((py - lo[1]) / CELL_M) as u32).min(max_y);
+                cy * dims[0] as u32 + cx
+            })
+            .collect();
+        for &c in &cells {
+            starts[c as usize + 1] += 1;
         }
         for c in 1..starts.len() {
             starts[c] += starts[c - 1];
         }
         let mut fill = starts.clone();
-        let mut order = vec![0u32; starts[starts.len() - 1] as usize];
-        for k in (0..n).filter(|&k| finite(k)) {
-            let c = cell_of(k);
-            order[fill[c] as usize] = k as u32;
-            fill[c] += 1;
+        let mut order = vec![0u32; n];
+        for (k, &c) in cells.iter().enumerate() {
+            let slot = &mut fill[c as usize];
+            order[*slot as usize] = k as u32;
+            *slot += 1;
         }
         Self {
             origin: lo,
