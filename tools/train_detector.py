@@ -166,8 +166,10 @@ def conv(cin, cout, stride=1):
 class Head(nn.Module):
     """Backbone + neck + CenterPoint head on the BEV canvas (fully convolutional)."""
 
-    def __init__(self, c):
+    def __init__(self, c, double_angle=False):
         super().__init__()
+        self.double_angle = double_angle
+        self.exporting = False
         self.block1 = conv(c, c, 2)
         self.block2 = nn.Sequential(conv(c, 2 * c, 2), conv(2 * c, 2 * c))
         self.up2 = nn.Sequential(
@@ -181,7 +183,20 @@ class Head(nn.Module):
         x1 = self.block1(canvas)
         x = torch.cat([x1, self.up2(self.block2(x1))], 1)
         box = self.box(x)
-        return self.hm(x), box[:, 0:2], box[:, 2:3], box[:, 3:6], box[:, 6:8]
+        rot = box[:, 6:8]
+        if self.double_angle and self.exporting:
+            rot = half_angle(rot)
+        return self.hm(x), box[:, 0:2], box[:, 2:3], box[:, 3:6], rot
+
+
+def half_angle(rot):
+    """(sin 2θ, cos 2θ) -> (sin θ, cos θ) with θ in (−π/2, π/2], in standard ONNX ops (no atan2):
+    the `rot` output keeps CenterPoint's meaning while the network learns the heading modulo π."""
+    s2, c2 = rot[:, 0:1], rot[:, 1:2]
+    c = c2 / torch.sqrt(s2 * s2 + c2 * c2 + 1e-12)
+    cos_h = torch.sqrt(torch.clamp((1 + c) / 2, min=0))
+    sin_h = torch.where(s2 >= 0, 1.0, -1.0) * torch.sqrt(torch.clamp((1 - c) / 2, min=0))
+    return torch.cat([sin_h, cos_h], 1)
 
 
 # OpenPCDet Waymo-style anchors per class: size [l, w, h] (m), bottom height (m, the sensor frame's
@@ -356,8 +371,9 @@ def draw_gaussian(heat, cx, cy, radius):
                out=heat[cy - t : cy + b, cx - l : cx + r])
 
 
-def targets(boxes, labels, g, max_objs=256):
-    """Heatmap [K, H, W] and per-object (index, reg/height/dim/rot target) as CenterPoint builds them."""
+def targets(boxes, labels, g, max_objs=256, double_angle=False):
+    """Heatmap [K, H, W] and per-object (index, reg/height/dim/rot target) as CenterPoint builds them;
+    with `double_angle` the rot target is (sin 2θ, cos 2θ)."""
     heat = np.zeros((len(CLASSES), g.h, g.w), np.float32)
     ind = np.zeros(max_objs, np.int64)
     mask = np.zeros(max_objs, np.float32)
@@ -376,7 +392,8 @@ def targets(boxes, labels, g, max_objs=256):
         if k < max_objs:
             ind[k] = iy * g.w + ix
             mask[k] = 1
-            tgt[k] = [fx - ix, fy - iy, z, math.log(l), math.log(w), math.log(h), math.sin(yaw), math.cos(yaw)]
+            angle = 2 * yaw if double_angle else yaw
+            tgt[k] = [fx - ix, fy - iy, z, math.log(l), math.log(w), math.log(h), math.sin(angle), math.cos(angle)]
             k += 1
     return heat, ind, mask, tgt
 
@@ -427,7 +444,7 @@ def focal_loss(pred, gt):
     return -(pos_loss.sum() + neg_loss.sum()) / torch.clamp(n, min=1)
 
 
-def make_batch(items, rng, g, crop, crops_per_sweep, anchors=None):
+def make_batch(items, rng, g, crop, crops_per_sweep, anchors=None, double_angle=False):
     """Pillars, coordinates and targets of `crops_per_sweep` random crop × crop pillar windows of
     each (augmented) sweep. The network is fully convolutional, so it trains on windows and runs
     on the whole grid; windows start on multiples of 4 cells so the strides line up.
@@ -440,7 +457,7 @@ def make_batch(items, rng, g, crop, crops_per_sweep, anchors=None):
         pts, boxes = augment(pts, boxes, rng)
         p, c = pillarize(pts, g)
         if anchors is None:
-            heat, ind, mask, tgt = targets(boxes, labels, g)
+            heat, ind, mask, tgt = targets(boxes, labels, g, double_angle=double_angle)
         else:
             cls_t, box_t, dir_t = anchor_targets(boxes, labels, g, anchors)
         for _ in range(crops_per_sweep):
@@ -491,7 +508,8 @@ def train(args):
     items = load_set(pathlib.Path(args.data), args.min_points)
     print(f"{len(items)} sweeps; grid {g.nx}x{g.ny}, maps {g.w}x{g.h}", flush=True)
     enc = PillarEncoder(args.channels)
-    head = Head(args.channels) if args.head == "center" else AnchorHead(args.channels)
+    double_angle = args.rot == "double_angle"
+    head = Head(args.channels, double_angle) if args.head == "center" else AnchorHead(args.channels)
     anchors = anchor_grid(g) if args.head == "anchor" else None
     params = list(enc.parameters()) + list(head.parameters())
     opt = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.01)
@@ -509,7 +527,7 @@ def train(args):
             batch.append(items[order[pos]])
             pos += 1
         pillars, coords, heat, ind, mask, tgt = make_batch(
-            batch, rng, g, args.crop, args.crops_per_sweep, anchors
+            batch, rng, g, args.crop, args.crops_per_sweep, anchors, double_angle
         )
         n = len(heat)
         canvas = scatter(enc(pillars), coords, n, args.crop, args.crop)
@@ -661,6 +679,7 @@ def export(enc, head, g, args, wall_s, n_sweeps):
     enc.eval()
     head.eval()
     folded = FoldedEncoder(enc).eval()
+    head.exporting = True
     outputs = ["hm", "reg", "height", "dim", "rot"] if args.head == "center" else ["cls_preds", "box_preds", "dir_cls_preds"]
     with torch.no_grad():
         probe = torch.randn(64, g.max_points, 10)
@@ -690,6 +709,11 @@ def main():
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--head", choices=["center", "anchor"], default="center", help="CenterPoint or OpenPCDet anchor head")
     ap.add_argument("--feature-order", choices=["centerpoint", "openpcdet"], default="centerpoint")
+    ap.add_argument(
+        "--rot", choices=["sincos", "double_angle"], default="sincos",
+        help="center head: learn (sin θ, cos θ) as CenterPoint does, or (sin 2θ, cos 2θ) (heading modulo π, "
+        "converted back to (sin θ, cos θ) inside head.onnx)",
+    )
     ap.add_argument("--steps", type=int, default=3000)
     ap.add_argument("--sweeps-per-step", type=int, default=2)
     ap.add_argument("--crops-per-sweep", type=int, default=2, help="training windows per sweep")
