@@ -41,6 +41,7 @@ import hashlib
 import json
 import math
 import pathlib
+import sys
 import time
 
 import numpy as np
@@ -730,8 +731,6 @@ def main():
     ap.add_argument("--min-points", type=int, default=1, help="objects with fewer returns get no target")
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
-    import sys
-
     args.command = ["python3", "tools/train_detector.py"] + sys.argv[1:]
     enc, head, g, wall_s, n = train(args)
     export(enc, head, g, args, wall_s, n)
