@@ -1,0 +1,311 @@
+//! Measures a detector on held-out simulated sequences: BEV AP R40 per class (vehicle @0.7 and
+//! @0.5, pedestrian and cyclist @0.5 and @0.25; `crate::eval`, strict `>`), recall and centre
+//! error of the near, well-seen vehicles (≥ 30 returns, < 30 m) and precision of the confident
+//! (score ≥ 0.3) vehicle detections within 30 m, as the bundled-detector test checks them
+//! (2 m BEV centre gate), and the time of each stage of
+//! `Detector::detect_timed` on one thread, with the pre+post share of the ONNX time. The numbers
+//! of the model cards in `detectors/*/README.md` come from this command.
+//!
+//! `cargo run --release --example detector_quality -- --detector detectors/NAME [--seeds 5000,5001,5002]
+//!  [--frames 200] [--stride 10] [--platforms vehicle,drone,quadruped] [--json out.json]`
+//!
+//! Ground truth: every labelled object with at least one LiDAR return whose BEV centre lies inside
+//! the detector's `point_cloud_range` (the rest cannot be detected by construction). Sweeps are
+//! the source readers' clouds (`support/sim_cloud.rs`): Waymo TOP for the vehicle, OS1 for the
+//! drone and quadruped, in each platform's own sensor frame. Seeds from 5000 up are held out from
+//! training (`examples/export_training_set.rs`).
+
+#[path = "support/sim_cloud.rs"]
+mod sim_cloud;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use boxlayer::detect::{Detector, StageTimings};
+use boxlayer::eval::{ClassThresholds, DetectionConfig, EvalBox, FrameKey, IouKind, ThresholdRule, evaluate_detection};
+use boxlayer::sim::{SimConfig, Simulator};
+use boxlayer::{ObjectClass, Platform};
+use clap::Parser;
+use serde_json::{Value, json};
+
+#[derive(Parser)]
+struct Args {
+    /// Detector folder.
+    #[arg(long)]
+    detector: PathBuf,
+    /// Held-out sequence seeds (comma-separated, ≥ 5000).
+    #[arg(long, default_value = "5000,5001,5002", value_delimiter = ',')]
+    seeds: Vec<u64>,
+    /// Platforms to measure on (comma-separated).
+    #[arg(long, default_value = "vehicle,drone,quadruped", value_delimiter = ',')]
+    platforms: Vec<Platform>,
+    /// Sweeps per sequence.
+    #[arg(long, default_value_t = 200)]
+    frames: usize,
+    /// Every k-th sweep is measured.
+    #[arg(long, default_value_t = 10)]
+    stride: usize,
+    /// Also write every number as JSON here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+/// Near, well-seen vehicles: what `tests/detect_bundled.rs` requires a detector to find.
+const NEAR_MIN_POINTS: u32 = 30;
+/// BEV range limit of the near vehicles (m).
+const NEAR_MAX_RANGE_M: f64 = 30.0;
+/// A detection within this BEV centre distance of a near vehicle finds it (m).
+const NEAR_MATCH_M: f64 = 2.0;
+/// Only vehicle detections with at least this score count for the near-vehicle numbers.
+const NEAR_MIN_SCORE: f32 = 0.3;
+
+fn detection_config() -> DetectionConfig {
+    DetectionConfig {
+        iou_kinds: vec![IouKind::Bev],
+        thresholds: ClassThresholds {
+            vehicle: vec![0.7, 0.5],
+            pedestrian: vec![0.5, 0.25],
+            cyclist: vec![0.5, 0.25],
+            unknown: Vec::new(),
+        },
+        ignore_zero_point_gt: true,
+        range_bins_m: Vec::new(),
+        point_bins: Vec::new(),
+        ..DetectionConfig::default()
+    }
+}
+
+/// Per-stage times of the measured sweeps.
+#[derive(Default)]
+struct Times(Vec<StageTimings>);
+
+impl Times {
+    fn mean_ms(&self, f: impl Fn(&StageTimings) -> Duration) -> f64 {
+        let n = self.0.len().max(1) as f64;
+        self.0.iter().map(|t| f(t).as_secs_f64() * 1e3).sum::<f64>() / n
+    }
+}
+
+/// Near-vehicle recall and precision bookkeeping.
+#[derive(Default)]
+struct Near {
+    /// Near, well-seen GT vehicles.
+    total: usize,
+    /// Of them, those with a confident vehicle detection within `NEAR_MATCH_M`.
+    found: usize,
+    /// Sum of the BEV centre distances of the found ones (m).
+    centre_error_sum_m: f64,
+    /// Confident vehicle detections closer than `NEAR_MAX_RANGE_M`.
+    detections: usize,
+    /// Of them, those within `NEAR_MATCH_M` of a GT vehicle (any point count).
+    true_detections: usize,
+}
+
+struct PlatformResult {
+    platform: Platform,
+    sweeps: usize,
+    gt: Vec<EvalBox>,
+    pred: Vec<EvalBox>,
+    times: Times,
+    near: Near,
+}
+
+fn measure(detector: &Detector, platform: Platform, args: &Args) -> anyhow::Result<PlatformResult> {
+    let range = detector.manifest().pillars.point_cloud_range;
+    let inside = |x: f64, y: f64| x >= range[0] && x < range[3] && y >= range[1] && y < range[4];
+    let config = SimConfig {
+        frames: args.frames,
+        ..SimConfig::default()
+    };
+    let mut out = PlatformResult {
+        platform,
+        sweeps: 0,
+        gt: Vec::new(),
+        pred: Vec::new(),
+        times: Times::default(),
+        near: Near::default(),
+    };
+    for &seed in &args.seeds {
+        anyhow::ensure!(seed >= 5000, "seed {seed}: seeds below 5000 may be training seeds");
+        let sim = Simulator::new(config.clone(), platform, seed)?;
+        let sequence = format!("{platform}_{seed}");
+        for index in (0..sim.len()).step_by(args.stride.max(1)) {
+            let sweep = sim.sweep(index)?;
+            let cloud = sim_cloud::sim_cloud(&sim, &sweep)?;
+            let (detections, timings) = detector.detect_timed(&cloud)?;
+            // The first call pays for ONNX Runtime's lazy set-up; it is not timed.
+            if out.sweeps > 0 {
+                out.times.0.push(timings);
+            }
+            out.sweeps += 1;
+            let confident: Vec<_> = detections
+                .iter()
+                .filter(|d| d.class == ObjectClass::Vehicle && d.score >= NEAR_MIN_SCORE)
+                .collect();
+            for d in &confident {
+                if d.box3.x.hypot(d.box3.y) < NEAR_MAX_RANGE_M {
+                    out.near.detections += 1;
+                    let hit = sweep.objects.iter().any(|o| {
+                        o.class == ObjectClass::Vehicle
+                            && (o.box_in_sensor.x - d.box3.x).hypot(o.box_in_sensor.y - d.box3.y) < NEAR_MATCH_M
+                    });
+                    out.near.true_detections += usize::from(hit);
+                }
+            }
+            let frame = FrameKey {
+                sequence: sequence.clone(),
+                frame: index as u64,
+            };
+            for o in &sweep.objects {
+                let b = o.box_in_sensor;
+                if o.num_lidar_points == 0 || !inside(b.x, b.y) {
+                    continue;
+                }
+                out.gt.push(o.to_eval_box(&sequence, index, platform));
+                if o.class == ObjectClass::Vehicle
+                    && o.num_lidar_points >= NEAR_MIN_POINTS
+                    && b.x.hypot(b.y) < NEAR_MAX_RANGE_M
+                {
+                    out.near.total += 1;
+                    let nearest = confident
+                        .iter()
+                        .map(|d| (d.box3.x - b.x).hypot(d.box3.y - b.y))
+                        .fold(f64::INFINITY, f64::min);
+                    if nearest < NEAR_MATCH_M {
+                        out.near.found += 1;
+                        out.near.centre_error_sum_m += nearest;
+                    }
+                }
+            }
+            out.pred.extend(detections.iter().map(|d| EvalBox {
+                frame: frame.clone(),
+                bbox: d.box3,
+                class: d.class,
+                score: f64::from(d.score),
+                track_id: None,
+                num_points: None,
+                platform: Some(platform),
+            }));
+        }
+    }
+    Ok(out)
+}
+
+fn fmt_ap(v: Option<f64>) -> String {
+    v.map_or_else(|| "–".to_string(), |v| format!("{:.1}", 100.0 * v))
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    // "One thread": rayon (pillarise) on one thread; ONNX Runtime threads come from the manifest.
+    rayon::ThreadPoolBuilder::new().num_threads(1).build_global()?;
+    let detector = Detector::load(&args.detector)?;
+    let onnx_threads = detector.manifest().runtime.threads;
+    println!(
+        "detector `{}` ({}), seeds {:?}, {} sweeps per sequence, every {}th; ONNX Runtime intra-op threads {}\n",
+        detector.name(),
+        args.detector.display(),
+        args.seeds,
+        args.frames,
+        args.stride,
+        onnx_threads
+    );
+    let mut results = Vec::new();
+    for &platform in &args.platforms {
+        results.push(measure(&detector, platform, &args)?);
+    }
+
+    println!(
+        "| platform | sweeps | GT boxes (veh/ped/cyc) | vehicle AP@0.7 | vehicle AP@0.5 | pedestrian AP@0.5 | pedestrian AP@0.25 | cyclist AP@0.5 | cyclist AP@0.25 | near-vehicle recall | near-vehicle centre error | near-vehicle precision |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
+    let mut json_platforms = Vec::new();
+    for r in &results {
+        let eval = evaluate_detection(&r.gt, &r.pred, &detection_config(), ThresholdRule::Strict);
+        let ap = |class: ObjectClass, t: f64| {
+            eval.iter()
+                .find(|e| e.class == class && (e.threshold - t).abs() < 1e-9)
+                .and_then(|e| e.ap_r40)
+        };
+        let count = |class: ObjectClass| r.gt.iter().filter(|b| b.class == class).count();
+        let recall = (r.near.total > 0).then(|| r.near.found as f64 / r.near.total as f64);
+        let centre = (r.near.found > 0).then(|| r.near.centre_error_sum_m / r.near.found as f64);
+        let precision = (r.near.detections > 0).then(|| r.near.true_detections as f64 / r.near.detections as f64);
+        println!(
+            "| {} | {} | {}/{}/{} | {} | {} | {} | {} | {} | {} | {} ({}/{}) | {} | {} ({}/{}) |",
+            r.platform,
+            r.sweeps,
+            count(ObjectClass::Vehicle),
+            count(ObjectClass::Pedestrian),
+            count(ObjectClass::Cyclist),
+            fmt_ap(ap(ObjectClass::Vehicle, 0.7)),
+            fmt_ap(ap(ObjectClass::Vehicle, 0.5)),
+            fmt_ap(ap(ObjectClass::Pedestrian, 0.5)),
+            fmt_ap(ap(ObjectClass::Pedestrian, 0.25)),
+            fmt_ap(ap(ObjectClass::Cyclist, 0.5)),
+            fmt_ap(ap(ObjectClass::Cyclist, 0.25)),
+            recall.map_or_else(|| "–".to_string(), |v| format!("{:.3}", v)),
+            r.near.found,
+            r.near.total,
+            centre.map_or_else(|| "–".to_string(), |v| format!("{:.2} m", v)),
+            precision.map_or_else(|| "–".to_string(), |v| format!("{:.3}", v)),
+            r.near.true_detections,
+            r.near.detections,
+        );
+        json_platforms.push(json!({
+            "platform": r.platform.to_string(),
+            "sweeps": r.sweeps,
+            "gt": {"vehicle": count(ObjectClass::Vehicle), "pedestrian": count(ObjectClass::Pedestrian), "cyclist": count(ObjectClass::Cyclist)},
+            "bev_ap_r40": eval.iter().map(|e| json!({
+                "class": e.class.as_str(), "threshold": e.threshold, "ap_r40": e.ap_r40,
+                "num_gt": e.num_gt, "num_pred": e.num_pred, "num_tp": e.num_tp,
+            })).collect::<Vec<Value>>(),
+            "near_vehicles": {
+                "total": r.near.total, "found": r.near.found, "recall": recall, "mean_centre_error_m": centre,
+                "detections": r.near.detections, "true_detections": r.near.true_detections, "precision": precision,
+            },
+        }));
+    }
+
+    println!("\nPer-stage time, mean over the timed sweeps (ms, rayon and ONNX Runtime on one thread each):\n");
+    println!(
+        "| platform | timed sweeps | pillarise | encoder | scatter | head | decode+NMS | pre+post | ONNX | pre+post / ONNX |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|");
+    let mut json_times = Vec::new();
+    for r in &results {
+        let t = &r.times;
+        let (pre_post, onnx) = (t.mean_ms(StageTimings::pre_post), t.mean_ms(StageTimings::onnx));
+        println!(
+            "| {} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.1} % |",
+            r.platform,
+            t.0.len(),
+            t.mean_ms(|s| s.pillarize),
+            t.mean_ms(|s| s.encoder),
+            t.mean_ms(|s| s.scatter),
+            t.mean_ms(|s| s.head),
+            t.mean_ms(|s| s.decode),
+            pre_post,
+            onnx,
+            100.0 * pre_post / onnx.max(1e-9)
+        );
+        json_times.push(json!({
+            "platform": r.platform.to_string(), "timed_sweeps": t.0.len(),
+            "pillarize_ms": t.mean_ms(|s| s.pillarize), "encoder_ms": t.mean_ms(|s| s.encoder),
+            "scatter_ms": t.mean_ms(|s| s.scatter), "head_ms": t.mean_ms(|s| s.head),
+            "decode_ms": t.mean_ms(|s| s.decode), "pre_post_share_of_onnx": pre_post / onnx.max(1e-9),
+        }));
+    }
+    if let Some(path) = &args.json {
+        let doc = json!({
+            "detector": detector.name(),
+            "seeds": args.seeds,
+            "frames": args.frames,
+            "stride": args.stride,
+            "quality": json_platforms,
+            "timings": json_times,
+        });
+        std::fs::write(path, serde_json::to_string_pretty(&doc)? + "\n")?;
+    }
+    Ok(())
+}

@@ -1,0 +1,740 @@
+"""Trains a small pillar detector on simulated sweeps and exports it as a boxlayer split-pillar
+detector folder: encoder.onnx (pillars [P, max_points, 10] -> per-pillar features [P, C], P dynamic),
+head.onnx (BEV canvas [1, C, ny, nx] -> head maps) and detector.toml (with the files' sha256), in the
+I/O conventions of the public exports so that real models drop in the same way:
+
+  --head center  CenterPoint-pillar (det3d / CarkusL / HaohaoNJU): outputs hm [1, 3, H, W], reg (2),
+                 height (1), dim (3, log sizes), rot (sin, cos); Gaussian heatmap targets, focal
+                 loss, L1 regression at object centres (weight --loc-weight).
+  --head anchor  OpenPCDet AnchorHeadSingle + ResidualCoder: cls_preds [1, 6·3, H, W], box_preds
+                 [1, 6·7, H, W], dir_cls_preds [1, 6·2, H, W], 6 anchors per cell (class -> rotation
+                 0, π/2), axis-aligned BEV-IoU assignment, sigmoid focal + smooth-L1 (sin-difference
+                 yaw) + direction cross-entropy, as OpenPCDet trains it.
+
+    python3 tools/train_detector.py --data /work/trainset --out detectors/NAME --seed 7 --steps 900
+
+(the model cards in detectors/*/README.md give each bundled detector's exact command). The training
+set comes from `cargo run --release --example export_training_set` (little-endian f32 x, y, z,
+intensity per point in the sensor frame + labels.jsonl with 9-value boxes). Nothing here runs at
+inference: boxlayer pillarises in Rust; `pillarize` below reproduces its rule (first come first
+kept, OpenPCDet cell centres, f32 sums for the mean) for `--feature-order centerpoint` (x, y, z,
+tanh(i), Δt=0, cluster offsets, x/y centre offsets) and `openpcdet` (x, y, z, tanh(i), cluster
+offsets, x/y/z centre offsets); the exported encoder matched boxlayer's pillars bit for bit on a
+training sweep.
+
+Model, shrunk for CPU training: a one-layer PFN (Linear(10, C) + BatchNorm + ReLU, max over the
+pillar's points; BatchNorm folded into the linear layer at export), a 2D backbone at 1/2 and 1/4
+of the pillar grid (the 1/4 branch upsampled and concatenated), and the head at 1/2
+(out_size_factor / feature_stride 2). The network is fully convolutional: each step trains on
+random crop × crop pillar windows (--crops-per-sweep per sweep, --sweeps-per-step sweeps) and the
+export runs on the whole grid. Augmentation: random flip about x, rotation about z (±π/4),
+scaling (0.95–1.05). Classes: vehicle, pedestrian, cyclist; objects with at least --min-points
+returns get targets.
+
+Everything random is seeded by --seed (numpy + torch) and the step count is fixed (one-cycle
+learning rate), so one command reproduces the weights up to floating-point differences between
+CPUs and thread counts (--threads, default 2).
+"""
+
+import argparse
+import hashlib
+import json
+import math
+import pathlib
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+CLASSES = ["vehicle", "pedestrian", "cyclist"]
+
+
+class Grid:
+    """Pillar grid and head geometry (all of it ends up in the manifest)."""
+
+    def __init__(self, args):
+        r = args.range
+        self.range = [-r, -r, args.z_min, r, r, args.z_max]
+        self.pillar = [args.pillar, args.pillar, args.z_max - args.z_min]
+        self.nx = int(round(2 * r / args.pillar))
+        self.ny = self.nx
+        self.max_points = args.max_points
+        self.max_pillars = args.max_pillars
+        self.feature_order = args.feature_order
+        self.stride = 2  # out_size_factor / feature_stride
+        self.h = self.ny // self.stride
+        self.w = self.nx // self.stride
+
+
+def point_features(points, order):
+    """Point features in manifest order: x, y, z, tanh(intensity), and for `centerpoint` also
+    Δt = 0 (one sweep)."""
+    n = len(points)
+    feats = np.zeros((n, 5 if order == "centerpoint" else 4), np.float32)
+    feats[:, :3] = points[:, :3]
+    feats[:, 3] = np.tanh(points[:, 3])
+    return feats
+
+
+def pillarize(points, g):
+    """boxlayer's pillariser in numpy: pillars [P, max_points, 10] and cells (iy, ix). Channels:
+    `centerpoint` = x, y, z, i, Δt, x−x̄, y−ȳ, z−z̄, x−x_c, y−y_c;
+    `openpcdet` = x, y, z, i, x−x̄, y−ȳ, z−z̄, x−x_c, y−y_c, z−z_c."""
+    mn = np.array(g.range[:3], np.float32)
+    size = np.array(g.pillar, np.float32)
+    f = (points[:, :3] - mn) / size
+    ok = (f[:, 0] >= 0) & (f[:, 1] >= 0) & (f[:, 2] >= 0) & (f[:, 2] < 1)
+    ix = f[:, 0].astype(np.int64)
+    iy = f[:, 1].astype(np.int64)
+    ok &= (ix < g.nx) & (iy < g.ny)
+    idx = np.nonzero(ok)[0]
+    cell = iy[idx] * g.nx + ix[idx]
+    order = np.argsort(cell, kind="stable")
+    sc = cell[order]
+    starts = np.ones(len(sc), bool)
+    starts[1:] = sc[1:] != sc[:-1]
+    group = np.cumsum(starts) - 1
+    start_pos = np.nonzero(starts)[0]
+    rank = np.arange(len(sc)) - start_pos[group]
+    first_point = order[starts]  # position (in idx order) of each group's first point
+    pillar_of_group = np.empty(len(first_point), np.int64)
+    pillar_of_group[np.argsort(first_point, kind="stable")] = np.arange(len(first_point))
+    pillar = pillar_of_group[group]
+    keep = (rank < g.max_points) & (pillar < g.max_pillars)
+    point = idx[order][keep]
+    pillar = pillar[keep]
+    slot = rank[keep]
+    p_count = min(len(first_point), g.max_pillars)
+    xyz = points[point, :3]
+    counts = np.bincount(pillar, minlength=p_count).astype(np.float32)
+    mean = np.stack([np.bincount(pillar, xyz[:, k], p_count) for k in range(3)], 1).astype(np.float32)
+    mean /= counts[:, None]
+    cells = sc[starts][np.argsort(first_point, kind="stable")][:p_count]
+    cy, cx = cells // g.nx, cells % g.nx
+    centre_x = cx.astype(np.float32) * size[0] + (size[0] / 2 + mn[0])
+    centre_y = cy.astype(np.float32) * size[1] + (size[1] / 2 + mn[1])
+    chans = np.zeros((len(point), 10), np.float32)
+    feats = point_features(points[point], g.feature_order)
+    k = feats.shape[1]
+    chans[:, :k] = feats
+    chans[:, k : k + 3] = xyz - mean[pillar]
+    chans[:, k + 3] = xyz[:, 0] - centre_x[pillar]
+    chans[:, k + 4] = xyz[:, 1] - centre_y[pillar]
+    if g.feature_order == "openpcdet":
+        chans[:, k + 5] = xyz[:, 2] - (size[2] / 2 + mn[2])
+    out = np.zeros((max(p_count, 1), g.max_points, 10), np.float32)
+    out[pillar, slot] = chans
+    return out, np.stack([cy, cx], 1)
+
+
+class PillarEncoder(nn.Module):
+    """CenterPoint PFNLayer (last layer): Linear + BN + ReLU, max over points."""
+
+    def __init__(self, channels):
+        super().__init__()
+        self.linear = nn.Linear(10, channels, bias=False)
+        self.norm = nn.BatchNorm1d(channels, eps=1e-3, momentum=0.01)
+
+    def forward(self, pillars):
+        p, n, _ = pillars.shape
+        x = self.norm(self.linear(pillars.view(p * n, -1))).view(p, n, -1)
+        return F.relu(x).max(dim=1).values
+
+
+class FoldedEncoder(nn.Module):
+    """The trained encoder with BatchNorm folded into the linear layer, for export."""
+
+    def __init__(self, enc):
+        super().__init__()
+        bn = enc.norm
+        scale = bn.weight / torch.sqrt(bn.running_var + bn.eps)
+        self.weight = nn.Parameter((enc.linear.weight * scale[:, None]).t().contiguous())
+        self.bias = nn.Parameter(bn.bias - bn.running_mean * scale)
+
+    def forward(self, pillars):
+        return F.relu(torch.matmul(pillars, self.weight) + self.bias).max(dim=1).values
+
+
+def conv(cin, cout, stride=1):
+    return nn.Sequential(
+        nn.Conv2d(cin, cout, 3, stride, 1, bias=False), nn.BatchNorm2d(cout, eps=1e-3, momentum=0.01), nn.ReLU()
+    )
+
+
+class Head(nn.Module):
+    """Backbone + neck + CenterPoint head on the BEV canvas (fully convolutional)."""
+
+    def __init__(self, c, double_angle=False):
+        super().__init__()
+        self.double_angle = double_angle
+        self.exporting = False
+        self.block1 = conv(c, c, 2)
+        self.block2 = nn.Sequential(conv(c, 2 * c, 2), conv(2 * c, 2 * c))
+        self.up2 = nn.Sequential(
+            nn.ConvTranspose2d(2 * c, c, 2, 2, bias=False), nn.BatchNorm2d(c, eps=1e-3, momentum=0.01), nn.ReLU()
+        )
+        self.hm = nn.Sequential(conv(2 * c, c // 2), nn.Conv2d(c // 2, len(CLASSES), 1))
+        self.box = nn.Sequential(conv(2 * c, c // 2), nn.Conv2d(c // 2, 8, 1))
+        self.hm[-1].bias.data.fill_(-2.19)
+
+    def forward(self, canvas):
+        x1 = self.block1(canvas)
+        x = torch.cat([x1, self.up2(self.block2(x1))], 1)
+        box = self.box(x)
+        rot = box[:, 6:8]
+        if self.double_angle and self.exporting:
+            rot = half_angle(rot)
+        return self.hm(x), box[:, 0:2], box[:, 2:3], box[:, 3:6], rot
+
+
+def half_angle(rot):
+    """(sin 2θ, cos 2θ) -> (sin θ, cos θ) with θ in (−π/2, π/2], in standard ONNX ops (no atan2):
+    the `rot` output keeps CenterPoint's meaning while the network learns the heading modulo π."""
+    s2, c2 = rot[:, 0:1], rot[:, 1:2]
+    c = c2 / torch.sqrt(s2 * s2 + c2 * c2 + 1e-12)
+    cos_h = torch.sqrt(torch.clamp((1 + c) / 2, min=0))
+    sin_h = torch.where(s2 >= 0, 1.0, -1.0) * torch.sqrt(torch.clamp((1 - c) / 2, min=0))
+    return torch.cat([sin_h, cos_h], 1)
+
+
+# OpenPCDet Waymo-style anchors per class: size [l, w, h] (m), bottom height (m, the sensor frame's
+# origin is on the ground), matched / unmatched BEV IoU thresholds; rotations 0 and π/2.
+ANCHORS = [
+    ([4.7, 2.1, 1.7], 0.0, 0.55, 0.4),
+    ([0.91, 0.86, 1.73], 0.0, 0.5, 0.35),
+    ([1.78, 0.84, 1.78], 0.0, 0.5, 0.35),
+]
+ROTATIONS = [0.0, math.pi / 2]
+DIR_OFFSET = 0.78539
+NUM_ANCHORS = len(ANCHORS) * len(ROTATIONS)
+
+
+class AnchorHead(nn.Module):
+    """The same backbone + neck with an OpenPCDet AnchorHeadSingle: cls [A·K], box [A·7] and
+    dir_cls [A·2] maps, A = 6 anchors per cell (class → rotation)."""
+
+    def __init__(self, c):
+        super().__init__()
+        self.block1 = conv(c, c, 2)
+        self.block2 = nn.Sequential(conv(c, 2 * c, 2), conv(2 * c, 2 * c))
+        self.up2 = nn.Sequential(
+            nn.ConvTranspose2d(2 * c, c, 2, 2, bias=False), nn.BatchNorm2d(c, eps=1e-3, momentum=0.01), nn.ReLU()
+        )
+        self.shared = conv(2 * c, c)
+        self.cls = nn.Conv2d(c, NUM_ANCHORS * len(CLASSES), 1)
+        self.box = nn.Conv2d(c, NUM_ANCHORS * 7, 1)
+        self.dir = nn.Conv2d(c, NUM_ANCHORS * 2, 1)
+        self.cls.bias.data.fill_(-math.log((1 - 0.01) / 0.01))
+        nn.init.normal_(self.box.weight, mean=0, std=0.001)
+
+    def forward(self, canvas):
+        x1 = self.block1(canvas)
+        x = self.shared(torch.cat([x1, self.up2(self.block2(x1))], 1))
+        return self.cls(x), self.box(x), self.dir(x)
+
+
+def limit_period(v, offset, period):
+    return v - np.floor(v / period + offset) * period
+
+
+def nearest_bev(boxes):
+    """OpenPCDet's boxes3d_nearest_bev: rotated boxes as axis-aligned [x1, y1, x2, y2] (l and w
+    swapped when the yaw is nearer ±π/2)."""
+    rot = np.abs(limit_period(boxes[:, 6], 0.5, np.pi))
+    swap = rot > np.pi / 4
+    l = np.where(swap, boxes[:, 4], boxes[:, 3])
+    w = np.where(swap, boxes[:, 3], boxes[:, 4])
+    return np.stack([boxes[:, 0] - l / 2, boxes[:, 1] - w / 2, boxes[:, 0] + l / 2, boxes[:, 1] + w / 2], 1)
+
+
+def iou_2d(a, b):
+    x1 = np.maximum(a[:, None, 0], b[None, :, 0])
+    y1 = np.maximum(a[:, None, 1], b[None, :, 1])
+    x2 = np.minimum(a[:, None, 2], b[None, :, 2])
+    y2 = np.minimum(a[:, None, 3], b[None, :, 3])
+    inter = np.clip(x2 - x1, 0, None) * np.clip(y2 - y1, 0, None)
+    area_a = (a[:, 2] - a[:, 0]) * (a[:, 3] - a[:, 1])
+    area_b = (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1])
+    return inter / (area_a[:, None] + area_b[None, :] - inter)
+
+
+def anchor_grid(g):
+    """Anchors [H, W, A, 7] at map-cell centres (`align_center = true`), A in class → rotation order."""
+    cell = g.pillar[0] * g.stride
+    xs = g.range[0] + (np.arange(g.w) + 0.5) * cell
+    ys = g.range[1] + (np.arange(g.h) + 0.5) * cell
+    out = np.zeros((g.h, g.w, NUM_ANCHORS, 7))
+    out[..., 0] = xs[None, :, None]
+    out[..., 1] = ys[:, None, None]
+    for ci, (size, bottom, _, _) in enumerate(ANCHORS):
+        for ri, rot in enumerate(ROTATIONS):
+            a = ci * len(ROTATIONS) + ri
+            out[:, :, a, 2] = bottom + size[2] / 2
+            out[:, :, a, 3:6] = size
+            out[:, :, a, 6] = rot
+    return out
+
+
+def anchor_targets(boxes, labels, g, anchors):
+    """OpenPCDet AxisAlignedTargetAssigner + ResidualCoder per anchor: label (−1 ignored, 0
+    background, k + 1 class k), residual [7] and direction bin."""
+    h, w = g.h, g.w
+    cls_t = np.zeros((h, w, NUM_ANCHORS), np.int64)
+    box_t = np.zeros((h, w, NUM_ANCHORS, 7), np.float32)
+    dir_t = np.zeros((h, w, NUM_ANCHORS), np.int64)
+    for ci, (_, _, pos_thr, neg_thr) in enumerate(ANCHORS):
+        sl = slice(ci * len(ROTATIONS), (ci + 1) * len(ROTATIONS))
+        an = anchors[:, :, sl].reshape(-1, 7)
+        gt = boxes[labels == ci]
+        lab = np.zeros(len(an), np.int64)
+        res = np.zeros((len(an), 7), np.float32)
+        dirs = np.zeros(len(an), np.int64)
+        if len(gt):
+            iou = iou_2d(nearest_bev(an), nearest_bev(gt))
+            best_gt = iou.argmax(1)
+            best_iou = iou[np.arange(len(an)), best_gt]
+            lab[(best_iou >= neg_thr) & (best_iou < pos_thr)] = -1
+            pos = best_iou >= pos_thr
+            # Each GT also keeps its best anchors (OpenPCDet: every anchor at the GT's max IoU > 0).
+            gt_best = iou.max(0)
+            force = (iou == gt_best[None, :]) & (gt_best[None, :] > 0)
+            fa, fg = np.nonzero(force)
+            best_gt[fa] = fg
+            pos[fa] = True
+            lab[pos] = ci + 1
+            g_ = gt[best_gt[pos]]
+            a_ = an[pos]
+            d = np.sqrt(a_[:, 3] ** 2 + a_[:, 4] ** 2)
+            res[pos] = np.stack([
+                (g_[:, 0] - a_[:, 0]) / d, (g_[:, 1] - a_[:, 1]) / d, (g_[:, 2] - a_[:, 2]) / a_[:, 5],
+                np.log(g_[:, 3] / a_[:, 3]), np.log(g_[:, 4] / a_[:, 4]), np.log(g_[:, 5] / a_[:, 5]),
+                g_[:, 6] - a_[:, 6],
+            ], 1)
+            offset = limit_period(g_[:, 6] - DIR_OFFSET, 0, 2 * np.pi)
+            dirs[pos] = np.clip(np.floor(offset / np.pi), 0, 1).astype(np.int64)
+        cls_t[:, :, sl] = lab.reshape(h, w, -1)
+        box_t[:, :, sl] = res.reshape(h, w, -1, 7)
+        dir_t[:, :, sl] = dirs.reshape(h, w, -1)
+    return cls_t, box_t, dir_t
+
+
+def anchor_loss(cls, box, dirs, cls_t, box_t, dir_t):
+    """OpenPCDet AnchorHeadSingle losses: sigmoid focal (α 0.25, γ 2) over non-ignored anchors,
+    smooth-L1 (β 1/9) on residuals with the sin-difference yaw, ×2, and direction CE ×0.2, each
+    normalised by the positive count."""
+    b, _, h, w = cls.shape
+    k = len(CLASSES)
+    cls = cls.permute(0, 2, 3, 1).reshape(b, h, w, NUM_ANCHORS, k)
+    box = box.permute(0, 2, 3, 1).reshape(b, h, w, NUM_ANCHORS, 7)
+    dirs = dirs.permute(0, 2, 3, 1).reshape(b, h, w, NUM_ANCHORS, 2)
+    pos = cls_t > 0
+    n_pos = torch.clamp(pos.sum().float(), min=1)
+    onehot = F.one_hot(torch.clamp(cls_t, min=0), k + 1)[..., 1:].float()
+    care = (cls_t >= 0).float()[..., None]
+    p = torch.sigmoid(cls)
+    pt = p * onehot + (1 - p) * (1 - onehot)
+    alpha = 0.25 * onehot + 0.75 * (1 - onehot)
+    ce = F.binary_cross_entropy_with_logits(cls, onehot, reduction="none")
+    cls_loss = (alpha * (1 - pt) ** 2 * ce * care).sum() / n_pos
+    bp, bt = box[pos], box_t[pos]
+    sin_p = torch.sin(bp[:, 6:7]) * torch.cos(bt[:, 6:7])
+    sin_t = torch.cos(bp[:, 6:7]) * torch.sin(bt[:, 6:7])
+    bp = torch.cat([bp[:, :6], sin_p], 1)
+    bt = torch.cat([bt[:, :6], sin_t], 1)
+    loc_loss = F.smooth_l1_loss(bp, bt, beta=1 / 9, reduction="sum") / n_pos
+    dir_loss = F.cross_entropy(dirs[pos], dir_t[pos], reduction="sum") / n_pos
+    return cls_loss, 2.0 * loc_loss, 0.2 * dir_loss
+
+
+def gaussian_radius(h, w, min_overlap=0.1):
+    """CenterNet/CenterPoint radius for a box of h × w map cells."""
+    a1, b1, c1 = 1, h + w, w * h * (1 - min_overlap) / (1 + min_overlap)
+    r1 = (b1 + math.sqrt(b1**2 - 4 * a1 * c1)) / 2
+    a2, b2, c2 = 4, 2 * (h + w), (1 - min_overlap) * w * h
+    r2 = (b2 + math.sqrt(b2**2 - 4 * a2 * c2)) / 2
+    a3, b3, c3 = 4 * min_overlap, -2 * min_overlap * (h + w), (min_overlap - 1) * w * h
+    r3 = (b3 + math.sqrt(b3**2 - 4 * a3 * c3)) / 2
+    return min(r1, r2, r3)
+
+
+def draw_gaussian(heat, cx, cy, radius):
+    d = 2 * radius + 1
+    sigma = d / 6
+    ys, xs = np.ogrid[-radius : radius + 1, -radius : radius + 1]
+    g = np.exp(-(xs * xs + ys * ys) / (2 * sigma * sigma))
+    h, w = heat.shape
+    l, r = min(cx, radius), min(w - cx, radius + 1)
+    t, b = min(cy, radius), min(h - cy, radius + 1)
+    np.maximum(heat[cy - t : cy + b, cx - l : cx + r], g[radius - t : radius + b, radius - l : radius + r],
+               out=heat[cy - t : cy + b, cx - l : cx + r])
+
+
+def targets(boxes, labels, g, max_objs=256, double_angle=False):
+    """Heatmap [K, H, W] and per-object (index, reg/height/dim/rot target) as CenterPoint builds them;
+    with `double_angle` the rot target is (sin 2θ, cos 2θ)."""
+    heat = np.zeros((len(CLASSES), g.h, g.w), np.float32)
+    ind = np.zeros(max_objs, np.int64)
+    mask = np.zeros(max_objs, np.float32)
+    tgt = np.zeros((max_objs, 8), np.float32)
+    cell = g.pillar[0] * g.stride
+    k = 0
+    for b, c in zip(boxes, labels):
+        x, y, z, l, w, h, yaw = b
+        fx = (x - g.range[0]) / cell
+        fy = (y - g.range[1]) / cell
+        ix, iy = int(math.floor(fx)), int(math.floor(fy))
+        if not (0 <= ix < g.w and 0 <= iy < g.h):
+            continue
+        radius = max(2, int(gaussian_radius(w / cell, l / cell)))
+        draw_gaussian(heat[c], ix, iy, radius)
+        if k < max_objs:
+            ind[k] = iy * g.w + ix
+            mask[k] = 1
+            angle = 2 * yaw if double_angle else yaw
+            tgt[k] = [fx - ix, fy - iy, z, math.log(l), math.log(w), math.log(h), math.sin(angle), math.cos(angle)]
+            k += 1
+    return heat, ind, mask, tgt
+
+
+def augment(points, boxes, rng):
+    """Random flip about x, rotation about z and global scaling (points and 7-dof boxes)."""
+    points = points.copy()
+    boxes = boxes.copy()
+    if rng.random() < 0.5:
+        points[:, 1] = -points[:, 1]
+        boxes[:, 1] = -boxes[:, 1]
+        boxes[:, 6] = -boxes[:, 6]
+    a = rng.uniform(-math.pi / 4, math.pi / 4)
+    c, s = math.cos(a), math.sin(a)
+    rot = np.array([[c, -s], [s, c]], np.float32)
+    points[:, :2] = points[:, :2] @ rot.T
+    boxes[:, :2] = boxes[:, :2] @ rot.T.astype(np.float64)
+    boxes[:, 6] += a
+    k = rng.uniform(0.95, 1.05)
+    points[:, :3] *= k
+    boxes[:, :6] *= k
+    return points, boxes
+
+
+def load_set(data, min_points):
+    """Reads labels.jsonl: per sweep (file, boxes [n, 7], class indices) for objects with ≥ min_points returns."""
+    items = []
+    for line in (data / "labels.jsonl").read_text().splitlines():
+        rec = json.loads(line)
+        boxes, labels = [], []
+        for o in rec["objects"]:
+            if o["class"] in CLASSES and o["num_points"] >= min_points:
+                b = o["box"]
+                boxes.append([b[0], b[1], b[2], b[3], b[4], b[5], b[6]])
+                labels.append(CLASSES.index(o["class"]))
+        items.append((data / rec["file"], np.array(boxes, np.float64).reshape(-1, 7), np.array(labels, np.int64)))
+    return items
+
+
+def focal_loss(pred, gt):
+    """CenterNet's penalty-reduced focal loss (α = 2, β = 4) on sigmoid logits."""
+    p = torch.sigmoid(pred).clamp(1e-4, 1 - 1e-4)
+    pos = gt.eq(1).float()
+    neg = 1 - pos
+    pos_loss = torch.log(p) * (1 - p) ** 2 * pos
+    neg_loss = torch.log(1 - p) * p**2 * (1 - gt) ** 4 * neg
+    n = pos.sum()
+    return -(pos_loss.sum() + neg_loss.sum()) / torch.clamp(n, min=1)
+
+
+def make_batch(items, rng, g, crop, crops_per_sweep, anchors=None, double_angle=False):
+    """Pillars, coordinates and targets of `crops_per_sweep` random crop × crop pillar windows of
+    each (augmented) sweep. The network is fully convolutional, so it trains on windows and runs
+    on the whole grid; windows start on multiples of 4 cells so the strides line up.
+    CenterPoint targets (anchors None): heatmap, centre index, mask, regression; anchor targets:
+    label, residual and direction per anchor."""
+    pillars, coords, heats, inds, masks, tgts = [], [], [], [], [], []
+    s = g.stride
+    for path, boxes, labels in items:
+        pts = np.fromfile(path, "<f4").reshape(-1, 4)
+        pts, boxes = augment(pts, boxes, rng)
+        p, c = pillarize(pts, g)
+        if anchors is None:
+            heat, ind, mask, tgt = targets(boxes, labels, g, double_angle=double_angle)
+        else:
+            cls_t, box_t, dir_t = anchor_targets(boxes, labels, g, anchors)
+        for _ in range(crops_per_sweep):
+            b = len(heats)
+            ox = 4 * int(rng.integers(0, (g.nx - crop) // 4 + 1))
+            oy = 4 * int(rng.integers(0, (g.ny - crop) // 4 + 1))
+            inside = (c[:, 0] >= oy) & (c[:, 0] < oy + crop) & (c[:, 1] >= ox) & (c[:, 1] < ox + crop)
+            pillars.append(p[inside])
+            cc = c[inside] - [oy, ox]
+            coords.append(np.concatenate([np.full((len(cc), 1), b), cc], 1))
+            m = crop // s
+            if anchors is not None:
+                window = (slice(oy // s, oy // s + m), slice(ox // s, ox // s + m))
+                heats.append(cls_t[window])
+                inds.append(box_t[window])
+                masks.append(dir_t[window])
+                tgts.append(np.zeros(1, np.float32))
+                continue
+            heats.append(heat[:, oy // s : oy // s + m, ox // s : ox // s + m])
+            iy, ix = ind // g.w - oy // s, ind % g.w - ox // s
+            ok = (mask > 0) & (iy >= 0) & (iy < m) & (ix >= 0) & (ix < m)
+            inds.append(np.where(ok, iy * m + ix, 0))
+            masks.append(ok.astype(np.float32))
+            tgts.append(tgt)
+    return (
+        torch.from_numpy(np.concatenate(pillars)),
+        torch.from_numpy(np.concatenate(coords)),
+        torch.from_numpy(np.stack(heats)),
+        torch.from_numpy(np.stack(inds)),
+        torch.from_numpy(np.stack(masks)),
+        torch.from_numpy(np.stack(tgts)),
+    )
+
+
+def scatter(features, coords, batch, ny, nx):
+    c = features.shape[1]
+    canvas = features.new_zeros(batch, c, ny * nx)
+    flat = coords[:, 1] * nx + coords[:, 2]
+    canvas[coords[:, 0], :, flat] = features
+    return canvas.view(batch, c, ny, nx)
+
+
+def train(args):
+    torch.manual_seed(args.seed)
+    rng = np.random.default_rng(args.seed)
+    torch.set_num_threads(args.threads)
+    g = Grid(args)
+    items = load_set(pathlib.Path(args.data), args.min_points)
+    print(f"{len(items)} sweeps; grid {g.nx}x{g.ny}, maps {g.w}x{g.h}", flush=True)
+    enc = PillarEncoder(args.channels)
+    double_angle = args.rot == "double_angle"
+    head = Head(args.channels, double_angle) if args.head == "center" else AnchorHead(args.channels)
+    anchors = anchor_grid(g) if args.head == "anchor" else None
+    params = list(enc.parameters()) + list(head.parameters())
+    opt = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.01)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=args.lr, total_steps=args.steps, pct_start=0.3)
+    order = rng.permutation(len(items))
+    pos = 0
+    start = time.time()
+    enc.train()
+    head.train()
+    for step in range(args.steps):
+        batch = []
+        for _ in range(args.sweeps_per_step):
+            if pos == len(order):
+                order, pos = rng.permutation(len(items)), 0
+            batch.append(items[order[pos]])
+            pos += 1
+        pillars, coords, heat, ind, mask, tgt = make_batch(
+            batch, rng, g, args.crop, args.crops_per_sweep, anchors, double_angle
+        )
+        n = len(heat)
+        canvas = scatter(enc(pillars), coords, n, args.crop, args.crop)
+        if args.head == "anchor":
+            cls_loss, loc_loss, dir_loss = anchor_loss(*head(canvas), heat, ind, mask)
+            loss = cls_loss + loc_loss + dir_loss
+            opt.zero_grad()
+            loss.backward()
+            nn.utils.clip_grad_norm_(params, 10)
+            opt.step()
+            sched.step()
+            if step % 50 == 0 or step == args.steps - 1:
+                print(
+                    f"step {step} loss {loss.item():.3f} cls {cls_loss.item():.3f} loc {loc_loss.item():.3f} "
+                    f"dir {dir_loss.item():.3f} lr {sched.get_last_lr()[0]:.5f} {time.time() - start:.0f} s",
+                    flush=True,
+                )
+            continue
+        hm, reg, height, dim, rot = head(canvas)
+        hm_loss = focal_loss(hm, heat)
+        box = torch.cat([reg, height, dim, rot], 1).flatten(2)  # [B, 8, H·W]
+        pred = torch.gather(box, 2, ind[:, None, :].expand(-1, 8, -1)).permute(0, 2, 1)  # [B, n, 8]
+        m = mask[..., None]
+        loc_loss = (torch.abs(pred - tgt) * m).sum() / torch.clamp(m.sum(), min=1)
+        loss = hm_loss + args.loc_weight * loc_loss
+        opt.zero_grad()
+        loss.backward()
+        nn.utils.clip_grad_norm_(params, 35)
+        opt.step()
+        sched.step()
+        if step % 50 == 0 or step == args.steps - 1:
+            print(
+                f"step {step} loss {loss.item():.3f} hm {hm_loss.item():.3f} loc {loc_loss.item():.3f} "
+                f"lr {sched.get_last_lr()[0]:.5f} {time.time() - start:.0f} s",
+                flush=True,
+            )
+    return enc, head, g, time.time() - start, len(items)
+
+
+def sha256(path):
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def manifest(g, args, out):
+    """detector.toml for the exported graphs (names, shapes, grid and decoding as trained)."""
+    r = g.range
+    if g.feature_order == "centerpoint":
+        features = """# CenterPoint's 5 point features (x, y, z, intensity, Δt); Waymo intensity through tanh as
+# OpenPCDet's Waymo pipeline does; a single sweep has Δt = 0.
+[points]
+features = [{ source = "x" }, { source = "y" }, { source = "z" }, { source = "intensity", tanh = true }, { source = "zero" }]"""
+    else:
+        features = """# OpenPCDet's 4 point features (x, y, z, intensity); Waymo intensity through tanh as
+# OpenPCDet's Waymo pipeline does.
+[points]
+features = [{ source = "x" }, { source = "y" }, { source = "z" }, { source = "intensity", tanh = true }]"""
+    if args.head == "center":
+        head = f"""decoder = "center_heatmap"
+"""
+        decoding = f"""[head.center]
+out_size_factor = {g.stride}
+peak_kernel = 3
+
+[[head.center.tasks]]
+labels = ["vehicle", "pedestrian", "cyclist"]
+heatmap = "hm"
+reg = "reg"
+height = "height"
+dim = "dim"
+rot = "rot"
+"""
+    else:
+        head = f"""decoder = "anchor"
+"""
+        entries = "\n".join(
+            f"""[[head.anchor.anchors]]
+label = "{c}"
+sizes = [{size}]
+rotations = [{ROTATIONS[0]}, {ROTATIONS[1]}]
+bottom_height = {bottom}
+"""
+            for c, (size, bottom, _, _) in zip(CLASSES, ANCHORS)
+        )
+        decoding = f"""[head.anchor]
+cls = "cls_preds"
+box = "box_preds"
+dir_cls = "dir_cls_preds"
+labels = ["vehicle", "pedestrian", "cyclist"]
+feature_stride = {g.stride}
+align_center = true
+box_code_size = 7
+num_dir_bins = 2
+dir_offset = {DIR_OFFSET}
+dir_limit_offset = 0.0
+
+{entries}"""
+    return f"""# Trained by tools/train_detector.py on simulated vehicle sweeps; see README.md.
+# {' '.join(args.command)}
+name = "{out.name}"
+family = "split_pillar"
+{head}
+[models.encoder]
+file = "encoder.onnx"
+sha256 = "{sha256(out / 'encoder.onnx')}"
+input = "pillars"
+output = "pillar_features"
+
+[models.head]
+file = "head.onnx"
+sha256 = "{sha256(out / 'head.onnx')}"
+input = "canvas"
+
+{features}
+
+[pillars]
+point_cloud_range = [{r[0]}, {r[1]}, {r[2]}, {r[3]}, {r[4]}, {r[5]}]
+pillar_size = [{g.pillar[0]}, {g.pillar[1]}, {g.pillar[2]}]
+max_points_per_pillar = {g.max_points}
+max_pillars = {g.max_pillars}
+layout = "point_major"
+feature_order = "{g.feature_order}"
+
+[scatter]
+channels = {args.channels}
+layout = "nchw"
+
+{decoding}
+[classes]
+vehicle = "vehicle"
+pedestrian = "pedestrian"
+cyclist = "cyclist"
+
+[postprocess]
+score_threshold = 0.1
+nms = "rotated_iou"
+nms_threshold = 0.2
+nms_per_class = true
+pre_nms_top_k = 1000
+post_nms_top_k = 200
+
+[runtime]
+threads = 1
+"""
+
+
+def export(enc, head, g, args, wall_s, n_sweeps):
+    out = pathlib.Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    enc.eval()
+    head.eval()
+    folded = FoldedEncoder(enc).eval()
+    head.exporting = True
+    outputs = ["hm", "reg", "height", "dim", "rot"] if args.head == "center" else ["cls_preds", "box_preds", "dir_cls_preds"]
+    with torch.no_grad():
+        probe = torch.randn(64, g.max_points, 10)
+        assert torch.allclose(folded(probe), enc(probe), atol=1e-4), "BatchNorm folding changed the encoder"
+        torch.onnx.export(
+            folded, (probe,), out / "encoder.onnx", input_names=["pillars"], output_names=["pillar_features"],
+            dynamic_axes={"pillars": {0: "P"}, "pillar_features": {0: "P"}}, opset_version=17, dynamo=False,
+        )
+        canvas = torch.zeros(1, args.channels, g.ny, g.nx)
+        torch.onnx.export(
+            head, (canvas,), out / "head.onnx", input_names=["canvas"], output_names=outputs, opset_version=17,
+            dynamo=False,
+        )
+    (out / "detector.toml").write_text(manifest(g, args, out))
+    (out / "training.json").write_text(json.dumps({
+        "command": " ".join(args.command), "seed": args.seed, "steps": args.steps,
+        "sweeps_per_step": args.sweeps_per_step, "crops_per_sweep": args.crops_per_sweep, "crop": args.crop,
+        "threads": args.threads, "training_sweeps": n_sweeps, "wall_s": round(wall_s), "torch": torch.__version__,
+    }, indent=1) + "\n")
+    print(f"wrote {out}/encoder.onnx, head.onnx, detector.toml, training.json ({wall_s:.0f} s training)")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", required=True, help="folder written by examples/export_training_set.rs")
+    ap.add_argument("--out", required=True, help="detector folder to write (detectors/NAME)")
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--head", choices=["center", "anchor"], default="center", help="CenterPoint or OpenPCDet anchor head")
+    ap.add_argument("--feature-order", choices=["centerpoint", "openpcdet"], default="centerpoint")
+    ap.add_argument(
+        "--rot", choices=["sincos", "double_angle"], default="sincos",
+        help="center head: learn (sin θ, cos θ) as CenterPoint does, or (sin 2θ, cos 2θ) (heading modulo π, "
+        "converted back to (sin θ, cos θ) inside head.onnx)",
+    )
+    ap.add_argument("--steps", type=int, default=3000)
+    ap.add_argument("--sweeps-per-step", type=int, default=2)
+    ap.add_argument("--crops-per-sweep", type=int, default=2, help="training windows per sweep")
+    ap.add_argument("--crop", type=int, default=128, help="training window side (pillars, multiple of 4)")
+    ap.add_argument("--lr", type=float, default=3e-3)
+    ap.add_argument("--loc-weight", type=float, default=0.25)
+    ap.add_argument("--channels", type=int, default=32)
+    ap.add_argument("--range", type=float, default=51.2, help="half-width of the square BEV range (m)")
+    ap.add_argument("--z-min", type=float, default=-3.0)
+    ap.add_argument("--z-max", type=float, default=5.0)
+    ap.add_argument("--pillar", type=float, default=0.4, help="pillar side (m)")
+    ap.add_argument("--max-points", type=int, default=20)
+    ap.add_argument("--max-pillars", type=int, default=40000)
+    ap.add_argument("--min-points", type=int, default=1, help="objects with fewer returns get no target")
+    ap.add_argument("--threads", type=int, default=2)
+    args = ap.parse_args()
+    args.command = ["python3", "tools/train_detector.py"] + sys.argv[1:]
+    enc, head, g, wall_s, n = train(args)
+    export(enc, head, g, args, wall_s, n)
+
+
+if __name__ == "__main__":
+    main()
