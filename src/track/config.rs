@@ -105,6 +105,12 @@ pub struct ClassTrackConfig {
     /// …and whose robust lengths and widths differ by at most this factor (unitless, ≥ 1);
     /// default 1.25.
     pub reid_max_size_ratio: f64,
+    /// A track lying inside a static track's span, never detected in a frame where the static
+    /// track is, with lengths and widths within `reid_max_size_ratio` of its size, whose
+    /// detections overlap its fused box at a median BEV IoU above this, is that object's other
+    /// detections (a partial view pulls a sparse parked car's box off its centre) and joins it
+    /// (unitless, 0…1; 1 disables); default 0.3.
+    pub static_absorb_min_iou: f64,
     /// Frames a dynamic track may be extended past each end on points evidence; default 10 (CTRL).
     pub extension_max_frames: u32,
     /// Points (sensor frame) the predicted box must hold for an extension or a static
@@ -156,6 +162,7 @@ impl Default for ClassTrackConfig {
             fill_box_growth_m: 0.2,
             reid_max_distance_m: 1.0,
             reid_max_size_ratio: 1.25,
+            static_absorb_min_iou: 0.3,
             extension_max_frames: 10,
             evidence_min_points: 10,
             evidence_ground_margin_m: 0.2,
@@ -306,6 +313,7 @@ impl TrackConfig {
                 ("static_score_decay", c.static_score_decay),
                 ("interpolation_score_factor", c.interpolation_score_factor),
                 ("detection_score_weight", c.detection_score_weight),
+                ("static_absorb_min_iou", c.static_absorb_min_iou),
             ];
             for (field, v) in unit {
                 if !(0.0..=1.0).contains(&v) {
@@ -487,6 +495,10 @@ mod tests {
         c.vehicle.reid_max_size_ratio = 0.9;
         let e = c.validate().unwrap_err().to_string();
         assert!(e.contains("vehicle") && e.contains("reid_max_size_ratio"), "{e}");
+        let mut c = TrackConfig::default();
+        c.cyclist.static_absorb_min_iou = 1.5;
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("cyclist") && e.contains("static_absorb_min_iou"), "{e}");
         let mut c = TrackConfig::default();
         c.pedestrian.fill_box_growth_m = -0.1;
         let e = c.validate().unwrap_err().to_string();

@@ -1,8 +1,9 @@
 //! Offline refinement of one class's tracks, using the whole sequence: forward and backward
 //! passes merged; heading made consistent along each track; static/dynamic classification;
 //! Rauch–Tung–Striebel smoothing that also fills gaps on the motion model; one size per rigid
-//! track; static objects fused into one world box; short, low-evidence tracks dropped; then
-//! extension past track ends (and static propagation) where the points still show the object.
+//! track; static objects fused into one world box; short, low-evidence tracks dropped; tracks
+//! that are a static object's off-centre detections folded into it; then extension past track
+//! ends (and static propagation) where the points still show the object.
 
 use std::collections::BTreeMap;
 use std::f64::consts::{FRAC_PI_2, PI};
@@ -386,6 +387,68 @@ fn weighted_median(mut pairs: Vec<(f64, f64)>) -> f64 {
     pairs.last().map_or(0.0, |p| p.0)
 }
 
+/// A static track's boxes: its fused box in every frame of its span, `detected` where the group
+/// has a detection, `interpolated` in gap frames where the points show the object. Without
+/// points, gaps longer than `max_gap_frames` (a parked object joined across a long occlusion)
+/// keep the id but are not filled: the object may be fully hidden there. With points, every gap
+/// frame is filled exactly where the points show it.
+fn static_boxes(
+    group: &BTreeMap<usize, usize>,
+    fused: &Box3,
+    score: f64,
+    evidence: &Evidence,
+    sequence: &PreparedSequence,
+    class_index: usize,
+    c: &ClassTrackConfig,
+) -> Vec<PlannedBox> {
+    let (Some((&first, _)), Some((&last, _))) = (group.first_key_value(), group.last_key_value()) else {
+        return Vec::new();
+    };
+    let mut boxes = Vec::new();
+    for f in first..=last {
+        let planned = match group.get(&f) {
+            Some(&d) => PlannedBox {
+                frame: f,
+                box_in_world: *fused,
+                origin: BoxOrigin::Detected,
+                detection: Some(d),
+                score: c.detection_score_weight * sequence.detections[f][class_index][d].score
+                    + (1.0 - c.detection_score_weight) * score,
+            },
+            None => {
+                let previous = group.range(..=f).next_back().map_or(f, |(&p, _)| p);
+                let next = group.range(f..).next().map_or(f, |(&n, _)| n);
+                let long = next - previous > c.max_gap_frames as usize + 1;
+                let fill = match raised_box_points(evidence, f, fused, c.fill_box_growth_m, c) {
+                    Some(points) if c.fill_min_points > 0 => points >= c.fill_min_points as usize,
+                    _ => !long,
+                };
+                if !fill {
+                    continue;
+                }
+                PlannedBox {
+                    frame: f,
+                    box_in_world: *fused,
+                    origin: BoxOrigin::Interpolated,
+                    detection: None,
+                    score: score * c.interpolation_score_factor,
+                }
+            }
+        };
+        boxes.push(planned);
+    }
+    boxes
+}
+
+/// Track score: mean detection score × min(1, detections / `full_score_observations`).
+fn track_score(scores: impl Iterator<Item = f64>, c: &ClassTrackConfig) -> f64 {
+    let (sum, n) = scores.fold((0.0, 0usize), |(s, n), x| (s + x, n + 1));
+    if n == 0 {
+        return 0.0;
+    }
+    sum / n as f64 * (n as f64 / c.full_score_observations.max(1) as f64).min(1.0)
+}
+
 /// Refines one observation group; `None` when the track is dropped (short and weak, or weak).
 pub(crate) fn refine_group(
     group: &BTreeMap<usize, usize>,
@@ -405,7 +468,7 @@ pub(crate) fn refine_group(
     if (n < c.min_observations as usize && peak_score < c.short_track_min_score) || mean_score < c.min_mean_score {
         return None;
     }
-    let score = mean_score * (n as f64 / c.full_score_observations.max(1) as f64).min(1.0);
+    let score = track_score(obs.iter().map(|o| o.1.score), c);
 
     // Heading: chain each yaw to the previous one with the π-flip correction, then turn the
     // whole chain around if most of the (score-weighted) detections point the other way.
@@ -487,39 +550,7 @@ pub(crate) fn refine_group(
             pitch,
             roll,
         ]);
-        let mut boxes = Vec::new();
-        for f in first_obs.0..=last_obs.0 {
-            // Without points, gaps longer than max_gap_frames (a parked object joined across a
-            // long occlusion) keep the id but are not filled: the object may be fully hidden
-            // there. With points, every gap frame is filled exactly where the points show it.
-            if !group.contains_key(&f) {
-                let previous = group.range(..=f).next_back().map_or(f, |(&p, _)| p);
-                let next = group.range(f..).next().map_or(f, |(&n, _)| n);
-                let long = next - previous > c.max_gap_frames as usize + 1;
-                let fill = match raised_box_points(evidence, f, &fused, c.fill_box_growth_m, c) {
-                    Some(points) if c.fill_min_points > 0 => points >= c.fill_min_points as usize,
-                    _ => !long,
-                };
-                if !fill {
-                    continue;
-                }
-            }
-            let (origin, detection, s) = match group.get(&f) {
-                Some(&d) => (
-                    BoxOrigin::Detected,
-                    Some(d),
-                    blend(sequence.detections[f][class_index][d].score),
-                ),
-                None => (BoxOrigin::Interpolated, None, score * c.interpolation_score_factor),
-            };
-            boxes.push(PlannedBox {
-                frame: f,
-                box_in_world: fused,
-                origin,
-                detection,
-                score: s,
-            });
-        }
+        let boxes = static_boxes(group, &fused, score, evidence, sequence, class_index, c);
         let end = |frame| EndState {
             frame,
             box_in_world: fused,
@@ -755,7 +786,119 @@ pub(crate) fn extend_plans(
     }
 }
 
-/// Refines one class: merge the passes, refine each group, extend.
+/// Folds tracks that are a static object's other detections into its static track
+/// (`static_absorb_min_iou`): a track never detected in one of the static track's detected
+/// frames, whose robust length and width match its size within `reid_max_size_ratio` and whose
+/// detections overlap its fused box at a median BEV IoU above the threshold. Either the track
+/// lies inside the static track's detected span (a static object seen before and after it is
+/// there during it), or it lies before or after it and the static track has at least as many
+/// detections (the better-observed box decides). Tracks are visited shortest span first; each
+/// joins the matching static track it overlaps most, whose boxes are then rebuilt over the
+/// joined detections on its fused box (not refitted: the joined boxes are the off-centre ones),
+/// gap frames filled on the points as in `static_boxes`.
+pub(crate) fn absorb_into_static(
+    plans: Vec<TrackPlan>,
+    evidence: &Evidence,
+    sequence: &PreparedSequence,
+    class_index: usize,
+    c: &ClassTrackConfig,
+) -> Vec<TrackPlan> {
+    if c.static_absorb_min_iou >= 1.0 {
+        return plans;
+    }
+    let mut detected: Vec<BTreeMap<usize, usize>> = plans
+        .iter()
+        .map(|p| {
+            p.boxes
+                .iter()
+                .filter_map(|b| b.detection.map(|d| (b.frame, d)))
+                .collect()
+        })
+        .collect();
+    let detection = |f: usize, d: usize| &sequence.detections[f][class_index][d];
+    let ends = |m: &BTreeMap<usize, usize>| match (m.first_key_value(), m.last_key_value()) {
+        (Some((&first, _)), Some((&last, _))) => Some((first, last)),
+        _ => None,
+    };
+    let mut order: Vec<usize> = (0..plans.len()).collect();
+    order.sort_by_key(|&k| (ends(&detected[k]).map_or(0, |(first, last)| last - first), k));
+    let mut absorbed = vec![false; plans.len()];
+    let mut plans = plans;
+    for b in order {
+        let Some((first, last)) = ends(&detected[b]) else {
+            continue;
+        };
+        let robust = |value: &dyn Fn(&Box3) -> f64| {
+            weighted_median(
+                detected[b]
+                    .iter()
+                    .map(|(&f, &d)| (value(&detection(f, d).box_in_world), detection(f, d).score.max(1e-3)))
+                    .collect(),
+            )
+        };
+        let length_width = [robust(&|x| x.l), robust(&|x| x.w)];
+        let mut best: Option<(f64, usize)> = None;
+        for a in 0..plans.len() {
+            let plan = &plans[a];
+            if a == b || absorbed[a] || plan.motion != MotionState::Static {
+                continue;
+            }
+            let (Some((a_first, a_last)), Some(size), Some(fused)) = (
+                ends(&detected[a]),
+                plan.size,
+                plan.boxes.first().map(|x| x.box_in_world),
+            ) else {
+                continue;
+            };
+            let inside = a_first <= first && last <= a_last;
+            let outside = last < a_first || a_last < first;
+            if !(inside || (outside && detected[a].len() >= detected[b].len()))
+                || detected[b].keys().any(|f| detected[a].contains_key(f))
+            {
+                continue;
+            }
+            let size_ok = length_width.iter().zip(&size).all(|(&x, &y)| {
+                let (lo, hi) = (x.min(y), x.max(y));
+                lo > 0.0 && hi <= c.reid_max_size_ratio * lo
+            });
+            if !size_ok {
+                continue;
+            }
+            let overlap = weighted_median(
+                detected[b]
+                    .iter()
+                    .map(|(&f, &d)| (iou_bev(&detection(f, d).box_in_world, &fused), 1.0))
+                    .collect(),
+            );
+            if overlap > c.static_absorb_min_iou && best.is_none_or(|(o, _)| overlap > o) {
+                best = Some((overlap, a));
+            }
+        }
+        let Some((_, a)) = best else {
+            continue;
+        };
+        absorbed[b] = true;
+        let moved = std::mem::take(&mut detected[b]);
+        detected[a].extend(moved);
+        let group = &detected[a];
+        let target = &mut plans[a];
+        let fused = target.boxes[0].box_in_world;
+        target.score = track_score(group.iter().map(|(&f, &d)| detection(f, d).score), c);
+        target.num_detected = group.len();
+        target.boxes = static_boxes(group, &fused, target.score, evidence, sequence, class_index, c);
+        if let (Some(head), Some(tail)) = (target.boxes.first(), target.boxes.last()) {
+            target.head.frame = head.frame;
+            target.tail.frame = tail.frame;
+        }
+    }
+    plans
+        .into_iter()
+        .zip(absorbed)
+        .filter_map(|(p, gone)| (!gone).then_some(p))
+        .collect()
+}
+
+/// Refines one class: merge the passes, stitch, refine each group, absorb into static tracks, extend.
 pub(crate) fn refine_class(
     forward: &[Tracklet],
     backward: &[Tracklet],
@@ -767,10 +910,11 @@ pub(crate) fn refine_class(
     let counts: Vec<usize> = sequence.detections.iter().map(|d| d[class_index].len()).collect();
     let evidence = Evidence::new(frames);
     let groups = stitch_groups(merge_passes(forward, backward, &counts), sequence, class_index, c);
-    let mut plans: Vec<TrackPlan> = groups
+    let plans: Vec<TrackPlan> = groups
         .iter()
         .filter_map(|g| refine_group(g, &evidence, sequence, class_index, c))
         .collect();
+    let mut plans = absorb_into_static(plans, &evidence, sequence, class_index, c);
     let mut occupied: Vec<Vec<Box3>> = vec![Vec::new(); frames.len()];
     for plan in &plans {
         for b in &plan.boxes {
