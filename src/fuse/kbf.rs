@@ -1,7 +1,8 @@
 //! KDE box fusion of one cluster (MS3D's `kbf`, reference §2.2, with its two bugs fixed):
 //! centre and heading are *selected* — the member at the mode of a weighted KDE — because
 //! averaging blurs centres and headings; sizes and score are *estimated* as the peak of a 1-D KDE.
-//! Weights are score × detector weight.
+//! Weights are score × detector weight. Options not in MS3D: the centre and the heading's axis as
+//! density peaks (`centre_estimate`, `yaw_estimate`), which `docs/fusion.md` measures.
 
 use super::FuseError;
 use super::config::{CentreEstimate, ClassFusionConfig, YawEstimate};
