@@ -73,8 +73,17 @@ fn detection_config() -> DetectionConfig {
 
 /// BEV AP R40 per class in `CLASSES` order (`None` without GT of that class).
 fn ap(gt: &[EvalBox], pred: &[EvalBox]) -> [Option<f64>; 3] {
+    ap_r40_and_all_points(gt, pred).0
+}
+
+/// BEV AP R40 and all-point AP per class in `CLASSES` order.
+fn ap_r40_and_all_points(gt: &[EvalBox], pred: &[EvalBox]) -> (ClassAps, ClassAps) {
     let results = evaluate_detection(gt, pred, &detection_config(), ThresholdRule::Strict);
-    CLASSES.map(|c| results.iter().find(|r| r.class == c).and_then(|r| r.ap_r40))
+    let of = |c: ObjectClass| results.iter().find(|r| r.class == c);
+    (
+        CLASSES.map(|c| of(c).and_then(|r| r.ap_r40)),
+        CLASSES.map(|c| of(c).and_then(|r| r.ap_all_points)),
+    )
 }
 
 fn class_ap(gt: &[EvalBox], pred: &[EvalBox], class: ObjectClass) -> f64 {
@@ -295,7 +304,7 @@ fn main() -> anyhow::Result<()> {
         let (gt_tune, gt_eval, gt_confirm) = (truth(&tune), truth(eval), truth(confirm));
         let gt_seed: Vec<Vec<EvalBox>> = all.iter().map(|s| truth(std::slice::from_ref(s))).collect();
         // Confirmation-pooled AP and AP of each seed on its own.
-        let mut seed_rows: Vec<(String, Option<ClassAps>, Vec<ClassAps>)> = Vec::new();
+        let mut seed_rows: Vec<(String, Option<ClassAps>, Vec<(ClassAps, ClassAps)>)> = Vec::new();
         let mut measure = |label: &str, predict: &dyn Fn(&[NoisySequence]) -> anyhow::Result<Vec<EvalBox>>| {
             let pooled = if confirm.is_empty() {
                 None
@@ -305,7 +314,7 @@ fn main() -> anyhow::Result<()> {
             let each = all
                 .iter()
                 .zip(&gt_seed)
-                .map(|(s, gt)| Ok(ap(gt, &predict(std::slice::from_ref(s))?)))
+                .map(|(s, gt)| Ok(ap_r40_and_all_points(gt, &predict(std::slice::from_ref(s))?)))
                 .collect::<anyhow::Result<Vec<_>>>()?;
             seed_rows.push((label.to_string(), pooled, each));
             anyhow::Ok(())
@@ -521,17 +530,27 @@ fn main() -> anyhow::Result<()> {
                 }
             }
         }
-        tables.push_str("\nPer seed (vehicle / pedestrian / cyclist AP):\n\n| method |");
-        for s in &seeds {
-            tables.push_str(&format!(" seed {s} |"));
-        }
-        tables.push_str(&format!("\n|---|{}\n", "---|".repeat(seeds.len())));
-        for (label, _, each) in &seed_rows {
-            tables.push_str(&format!("| {label} |"));
-            for a in each {
-                tables.push_str(&format!(" {} / {} / {} |", fmt_ap(a[0]), fmt_ap(a[1]), fmt_ap(a[2])));
+        for (kind, all_points) in [("AP R40", false), ("all-point AP", true)] {
+            tables.push_str(&format!(
+                "\nPer seed, {kind} (vehicle / pedestrian / cyclist):\n\n| method |"
+            ));
+            for s in &seeds {
+                tables.push_str(&format!(" seed {s} |"));
             }
-            tables.push('\n');
+            tables.push_str(&format!("\n|---|{}\n", "---|".repeat(seeds.len())));
+            for (label, _, each) in &seed_rows {
+                tables.push_str(&format!("| {label} |"));
+                for (r40, all) in each {
+                    let a = if all_points { all } else { r40 };
+                    let f = |v: Option<f64>| v.map(|x| format!("{:.2}", 100.0 * x)).unwrap_or_else(|| "—".into());
+                    if all_points {
+                        tables.push_str(&format!(" {} / {} / {} |", f(a[0]), f(a[1]), f(a[2])));
+                    } else {
+                        tables.push_str(&format!(" {} / {} / {} |", fmt_ap(a[0]), fmt_ap(a[1]), fmt_ap(a[2])));
+                    }
+                }
+                tables.push('\n');
+            }
         }
         platform_json.insert(
             "per_seed".into(),

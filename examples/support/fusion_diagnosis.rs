@@ -25,6 +25,8 @@ pub struct Diagnosis {
     pub num_pred: usize,
     /// BEV AP R40 at the class threshold.
     pub ap: f64,
+    /// BEV all-point AP at the class threshold (finer than R40's 2.5-point recall steps).
+    pub ap_all_points: f64,
     /// BEV AP R40 at IoU > 0.1.
     pub ap_loose: f64,
     /// BEV AP R40 at the class threshold with scores replaced by each box's best GT IoU.
@@ -78,7 +80,8 @@ fn mean(v: &[f64]) -> f64 {
     }
 }
 
-fn ap_at(gt: &[EvalBox], pred: &[EvalBox], class: ObjectClass, thresholds: Vec<f64>) -> Vec<(f64, f64, f64)> {
+/// (threshold, AP R40, recall, all-point AP) per threshold.
+fn ap_at(gt: &[EvalBox], pred: &[EvalBox], class: ObjectClass, thresholds: Vec<f64>) -> Vec<(f64, f64, f64, f64)> {
     let mut t = ClassThresholds {
         vehicle: Vec::new(),
         pedestrian: Vec::new(),
@@ -107,7 +110,12 @@ fn ap_at(gt: &[EvalBox], pred: &[EvalBox], class: ObjectClass, thresholds: Vec<f
             } else {
                 f64::NAN
             };
-            (r.threshold, r.ap_r40.unwrap_or(f64::NAN), recall)
+            (
+                r.threshold,
+                r.ap_r40.unwrap_or(f64::NAN),
+                recall,
+                r.ap_all_points.unwrap_or(f64::NAN),
+            )
         })
         .collect()
 }
@@ -121,9 +129,9 @@ pub fn diagnose(gt: &[EvalBox], pred: &[EvalBox], class: ObjectClass, threshold:
         num_pred: pred.len(),
         ..Diagnosis::default()
     };
-    for (t, ap, recall) in ap_at(&gt, &pred, class, vec![threshold, LOOSE_IOU]) {
+    for (t, ap, recall, all_points) in ap_at(&gt, &pred, class, vec![threshold, LOOSE_IOU]) {
         if t == threshold {
-            (d.ap, d.recall) = (ap, recall);
+            (d.ap, d.recall, d.ap_all_points) = (ap, recall, all_points);
         } else {
             (d.ap_loose, d.recall_loose) = (ap, recall);
         }
@@ -195,15 +203,16 @@ pub fn diagnose(gt: &[EvalBox], pred: &[EvalBox], class: ObjectClass, threshold:
 }
 
 /// The markdown header of [`row`].
-pub const HEADER: &str = "| method | class | AP | AP@0.1 | AP, ideal ranking | recall | recall@0.1 | preds | \
+pub const HEADER: &str = "| method | class | AP | AP all-point | AP@0.1 | AP, ideal ranking | recall | recall@0.1 | preds | \
 pass / just below | mean IoU | centre err mean / median (m) | |Δl|/l, |Δw|/w | bias l, w | yaw err mean / median (rad) | dup | FP |\n\
-|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
 
 /// One markdown row of a diagnosis.
 pub fn row(method: &str, class: ObjectClass, d: &Diagnosis) -> String {
     format!(
-        "| {method} | {class} | {:.1} | {:.1} | {:.1} | {:.3} | {:.3} | {} | {:.3} / {:.3} | {:.3} | {:.3} / {:.3} | {:.3}, {:.3} | {:+.3}, {:+.3} | {:.4} / {:.4} | {} | {} |\n",
+        "| {method} | {class} | {:.1} | {:.2} | {:.1} | {:.1} | {:.3} | {:.3} | {} | {:.3} / {:.3} | {:.3} | {:.3} / {:.3} | {:.3}, {:.3} | {:+.3}, {:+.3} | {:.4} / {:.4} | {} | {} |\n",
         100.0 * d.ap,
+        100.0 * d.ap_all_points,
         100.0 * d.ap_loose,
         100.0 * d.ap_oracle_rank,
         d.recall,
