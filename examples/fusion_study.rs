@@ -53,6 +53,9 @@ struct Args {
 /// AP of each class in `CLASSES` order (`None` without GT of that class).
 type ClassAps = [Option<f64>; 3];
 
+/// One method's confirmation-pooled AP R40 and, per seed, AP R40 and all-point AP.
+type SeedRow = (String, Option<ClassAps>, Vec<(ClassAps, ClassAps)>);
+
 const PLATFORMS: [Platform; 3] = [Platform::Vehicle, Platform::Drone, Platform::Quadruped];
 const CLASSES: [ObjectClass; 3] = [ObjectClass::Vehicle, ObjectClass::Pedestrian, ObjectClass::Cyclist];
 
@@ -304,7 +307,7 @@ fn main() -> anyhow::Result<()> {
         let (gt_tune, gt_eval, gt_confirm) = (truth(&tune), truth(eval), truth(confirm));
         let gt_seed: Vec<Vec<EvalBox>> = all.iter().map(|s| truth(std::slice::from_ref(s))).collect();
         // Confirmation-pooled AP and AP of each seed on its own.
-        let mut seed_rows: Vec<(String, Option<ClassAps>, Vec<(ClassAps, ClassAps)>)> = Vec::new();
+        let mut seed_rows: Vec<SeedRow> = Vec::new();
         let mut measure = |label: &str, predict: &dyn Fn(&[NoisySequence]) -> anyhow::Result<Vec<EvalBox>>| {
             let pooled = if confirm.is_empty() {
                 None
