@@ -204,7 +204,7 @@ pub fn diagnose(gt: &[EvalBox], pred: &[EvalBox], class: ObjectClass, threshold:
 
 /// The markdown header of [`row`].
 pub const HEADER: &str = "| method | class | AP | AP all-point | AP@0.1 | AP, ideal ranking | recall | recall@0.1 | preds | \
-pass / just below | mean IoU | centre err mean / median (m) | |Δl|/l, |Δw|/w | bias l, w | yaw err mean / median (rad) | dup | FP |\n\
+pass / just below | mean IoU | centre err mean / median (m) | rel. size error l, w | bias l, w | yaw err mean / median (rad) | dup | FP |\n\
 |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
 
 /// One markdown row of a diagnosis.
