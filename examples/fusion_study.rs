@@ -2,12 +2,16 @@
 //! detection-noise model's three standard detectors, BEV AP (R40; vehicle @0.7, pedestrian and
 //! cyclist @0.5) of each single detector, the best single detector, union + NMS, WBF and KBF.
 //! Every method's parameters are tuned per platform and class on one seed; the table is measured
-//! on other seeds. The noise model is used as it is, never tuned.
+//! on other seeds, and optionally confirmed on further ones. The noise model is used as it is,
+//! never tuned.
 //!
-//! `cargo run --release --example fusion_study -- [--frames 100] [--tune-seed 1] [--eval-seeds 2,3] [--out DIR]`
+//! `cargo run --release --example fusion_study -- [--frames 100] [--tune-seed 1] [--eval-seeds 2,3]
+//! [--confirm-seeds 4,5] [--platforms vehicle,drone] [--diagnose] [--out DIR]`
 //!
-//! Prints markdown tables; with `--out`, also writes `fusion_study.json` (every number) and
-//! `fusion_tuned.toml` (the tuned KBF configuration with per-platform overrides).
+//! Prints markdown tables (pooled eval seeds, pooled confirmation seeds, AP R40 and all-point AP
+//! per seed; with `--diagnose`, what decides each method's AP: `support/fusion_diagnosis.rs`);
+//! with `--out`, also writes `fusion_study.json` (every number) and `fusion_tuned.toml` (the tuned
+//! KBF configuration of the "peak centre and axis" row, with per-platform overrides).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
