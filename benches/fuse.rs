@@ -1,5 +1,6 @@
 //! Box fusion throughput on one core: frames of 3 detectors × 60 boxes (target ≥ 5,000 frames/s
-//! for KBF), plus WBF and union + NMS for information. Each frame has 55 objects (35 vehicles,
+//! for KBF, with MS3D's defaults and with `pipelines/fusion.toml`), plus WBF and union + NMS for
+//! information. Each frame has 55 objects (35 vehicles,
 //! 14 pedestrians, 6 cyclists); each detector sees ~90 % of them with centre noise of ~0.2 m
 //! (vehicles) or ~0.08 m (others) and fills up to 60 boxes with false boxes. Fixed seed. Timed in
 //! thread CPU time (`support/cpu_time.rs`).
@@ -107,17 +108,38 @@ fn bench_fuse(c: &mut Criterion<ThreadCpuTime>) {
         for class in ObjectClass::ALL {
             config.class_mut(class).min_votes = min_votes;
         }
-        let fuser = Fuser::new(&config, Platform::Vehicle).unwrap();
-        group.bench_function(label, |bench| {
-            bench.iter(|| {
-                frames
-                    .iter()
-                    .map(|f| fuser.fuse(black_box(f)).unwrap().len())
-                    .sum::<usize>()
-            })
-        });
+        bench_one(
+            &mut group,
+            label,
+            &Fuser::new(&config, Platform::Vehicle).unwrap(),
+            &frames,
+        );
     }
+    // The pipeline's recommended setting (density-peak centre and heading, min_votes 1).
+    let pipeline: FusionConfig = toml::from_str(include_str!("../pipelines/fusion.toml")).unwrap();
+    bench_one(
+        &mut group,
+        "kbf_pipeline_3x60",
+        &Fuser::new(&pipeline, Platform::Vehicle).unwrap(),
+        &frames,
+    );
     group.finish();
+}
+
+fn bench_one(
+    group: &mut criterion::BenchmarkGroup<'_, ThreadCpuTime>,
+    label: &str,
+    fuser: &Fuser,
+    frames: &[Vec<Detection>],
+) {
+    group.bench_function(label, |bench| {
+        bench.iter(|| {
+            frames
+                .iter()
+                .map(|f| fuser.fuse(black_box(f)).unwrap().len())
+                .sum::<usize>()
+        })
+    });
 }
 
 // Thread CPU time, not wall time: the figures are one core's, whatever else the machine runs.

@@ -2,12 +2,16 @@
 //! detection-noise model's three standard detectors, BEV AP (R40; vehicle @0.7, pedestrian and
 //! cyclist @0.5) of each single detector, the best single detector, union + NMS, WBF and KBF.
 //! Every method's parameters are tuned per platform and class on one seed; the table is measured
-//! on other seeds. The noise model is used as it is, never tuned.
+//! on other seeds, and optionally confirmed on further ones. The noise model is used as it is,
+//! never tuned.
 //!
-//! `cargo run --release --example fusion_study -- [--frames 100] [--tune-seed 1] [--eval-seeds 2,3] [--out DIR]`
+//! `cargo run --release --example fusion_study -- [--frames 100] [--tune-seed 1] [--eval-seeds 2,3]
+//! [--confirm-seeds 4,5] [--platforms vehicle,drone] [--diagnose] [--out DIR]`
 //!
-//! Prints markdown tables; with `--out`, also writes `fusion_study.json` (every number) and
-//! `fusion_tuned.toml` (the tuned KBF configuration with per-platform overrides).
+//! Prints markdown tables (pooled eval seeds, pooled confirmation seeds, AP R40 and all-point AP
+//! per seed; with `--diagnose`, what decides each method's AP: `support/fusion_diagnosis.rs`);
+//! with `--out`, also writes `fusion_study.json` (every number) and `fusion_tuned.toml` (the tuned
+//! KBF configuration of the "peak centre and axis" row, with per-platform overrides).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -15,10 +19,13 @@ use std::time::Instant;
 
 use anyhow::Context;
 use boxlayer::eval::{ClassThresholds, DetectionConfig, EvalBox, FrameKey, IouKind, ThresholdRule, evaluate_detection};
-use boxlayer::fuse::{Bandwidth, CentreEstimate, ClassFusionConfig, Fuser, FusionConfig, FusionMethod};
+use boxlayer::fuse::{Bandwidth, CentreEstimate, ClassFusionConfig, Fuser, FusionConfig, FusionMethod, YawEstimate};
 use boxlayer::sim::{NoisySequence, SimConfig, simulate_noisy_sequence, standard_detector_profiles};
 use boxlayer::{ObjectClass, Platform};
 use clap::Parser;
+
+#[path = "support/fusion_diagnosis.rs"]
+mod fusion_diagnosis;
 use serde_json::{Value, json};
 
 #[derive(Parser)]
@@ -32,10 +39,26 @@ struct Args {
     /// Seeds of the sequences the table is measured on (comma-separated).
     #[arg(long, default_value = "2,3", value_delimiter = ',')]
     eval_seeds: Vec<u64>,
+    /// Seeds the tuned methods are measured on once more, for confirmation (comma-separated;
+    /// default none). The per-seed table then lists every eval and confirmation seed.
+    #[arg(long, value_delimiter = ',')]
+    confirm_seeds: Vec<u64>,
     /// Folder for `fusion_study.json` and `fusion_tuned.toml`.
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Platforms to study (comma-separated; default all three).
+    #[arg(long, value_delimiter = ',')]
+    platforms: Vec<Platform>,
+    /// Also print, per method and class, what decides its AP on the eval seeds (`diagnose`).
+    #[arg(long)]
+    diagnose: bool,
 }
+
+/// AP of each class in `CLASSES` order (`None` without GT of that class).
+type ClassAps = [Option<f64>; 3];
+
+/// One method's confirmation-pooled AP R40 and, per seed, AP R40 and all-point AP.
+type SeedRow = (String, Option<ClassAps>, Vec<(ClassAps, ClassAps)>);
 
 const PLATFORMS: [Platform; 3] = [Platform::Vehicle, Platform::Drone, Platform::Quadruped];
 const CLASSES: [ObjectClass; 3] = [ObjectClass::Vehicle, ObjectClass::Pedestrian, ObjectClass::Cyclist];
@@ -57,8 +80,17 @@ fn detection_config() -> DetectionConfig {
 
 /// BEV AP R40 per class in `CLASSES` order (`None` without GT of that class).
 fn ap(gt: &[EvalBox], pred: &[EvalBox]) -> [Option<f64>; 3] {
+    ap_r40_and_all_points(gt, pred).0
+}
+
+/// BEV AP R40 and all-point AP per class in `CLASSES` order.
+fn ap_r40_and_all_points(gt: &[EvalBox], pred: &[EvalBox]) -> (ClassAps, ClassAps) {
     let results = evaluate_detection(gt, pred, &detection_config(), ThresholdRule::Strict);
-    CLASSES.map(|c| results.iter().find(|r| r.class == c).and_then(|r| r.ap_r40))
+    let of = |c: ObjectClass| results.iter().find(|r| r.class == c);
+    (
+        CLASSES.map(|c| of(c).and_then(|r| r.ap_r40)),
+        CLASSES.map(|c| of(c).and_then(|r| r.ap_all_points)),
+    )
 }
 
 fn class_ap(gt: &[EvalBox], pred: &[EvalBox], class: ObjectClass) -> f64 {
@@ -112,15 +144,25 @@ fn only_class(
     c
 }
 
+/// The KBF variant a study row tunes: which centre estimates, how the yaw is estimated (and
+/// with which bandwidths), and whether sizes are weighted.
+struct KbfVariant {
+    centre_estimates: &'static [CentreEstimate],
+    yaw_estimate: YawEstimate,
+    yaw_bandwidths: &'static [Bandwidth],
+    weighted_sizes: &'static [bool],
+    /// Fused-box NMS thresholds, as factors of the class's MS3D `nms_iou`.
+    nms_scales: &'static [f64],
+}
+
 /// Candidate class tables of one method, built on the class's MS3D defaults.
 fn candidates(
     method: FusionMethod,
     class: ObjectClass,
-    ap_weights: &BTreeMap<String, f64>,
-    centre_estimates: &[CentreEstimate],
+    weightings: &[BTreeMap<String, f64>],
+    kbf: &KbfVariant,
 ) -> Vec<ClassFusionConfig> {
     let base = ClassFusionConfig::default_for(class);
-    let weightings = [BTreeMap::new(), ap_weights.clone()];
     let mut out = Vec::new();
     match method {
         FusionMethod::Kbf => {
@@ -137,17 +179,29 @@ fn candidates(
                         Bandwidth::Absolute(sigmas[1]),
                     ] {
                         for share in [false, true] {
-                            for weights in &weightings {
-                                for &centre_estimate in centre_estimates {
-                                    out.push(ClassFusionConfig {
-                                        radius_m: base.radius_m * radius_scale,
-                                        min_votes,
-                                        centre_bandwidth: centre,
-                                        centre_estimate,
-                                        score_by_detector_share: share,
-                                        detector_weights: weights.clone(),
-                                        ..base.clone()
-                                    });
+                            for weights in weightings {
+                                for &centre_estimate in kbf.centre_estimates {
+                                    for (&yaw_bandwidth, &weighted_sizes, &nms_scale) in
+                                        kbf.yaw_bandwidths.iter().flat_map(|b| {
+                                            kbf.weighted_sizes
+                                                .iter()
+                                                .flat_map(move |w| kbf.nms_scales.iter().map(move |n| (b, w, n)))
+                                        })
+                                    {
+                                        out.push(ClassFusionConfig {
+                                            radius_m: base.radius_m * radius_scale,
+                                            min_votes,
+                                            centre_bandwidth: centre,
+                                            centre_estimate,
+                                            score_by_detector_share: share,
+                                            detector_weights: weights.clone(),
+                                            yaw_estimate: kbf.yaw_estimate,
+                                            yaw_bandwidth,
+                                            weighted_sizes,
+                                            nms_iou: (base.nms_iou * nms_scale).min(1.0),
+                                            ..base.clone()
+                                        });
+                                    }
                                 }
                             }
                         }
@@ -157,7 +211,7 @@ fn candidates(
         }
         FusionMethod::Wbf => {
             for wbf_iou in [0.1, 0.2, 0.3, 0.4, 0.55, 0.7] {
-                for weights in &weightings {
+                for weights in weightings {
                     out.push(ClassFusionConfig {
                         wbf_iou,
                         detector_weights: weights.clone(),
@@ -184,18 +238,31 @@ fn fmt_ap(v: Option<f64>) -> String {
 }
 
 fn describe(method: FusionMethod, t: &ClassFusionConfig) -> String {
-    let weights = if t.detector_weights.is_empty() { "uniform" } else { "AP" };
+    let weights = if t.detector_weights.is_empty() {
+        "uniform".to_string()
+    } else {
+        t.detector_weights
+            .iter()
+            .map(|(n, w)| format!("{n} {w:.2}"))
+            .collect::<Vec<_>>()
+            .join("/")
+    };
+    let bw = |b: Bandwidth, unit: &str| match b {
+        Bandwidth::Factor(f) => format!("×{f}"),
+        Bandwidth::Absolute(s) => format!("σ {s} {unit}"),
+        other => format!("{other:?}"),
+    };
     match method {
         FusionMethod::Kbf => format!(
-            "r {:.2} m, votes ≥ {}, centre {:?}, bw {}, share {}, weights {weights}",
+            "r {:.2} m, votes ≥ {}, nms > {:.2}, centre {:?} bw {}, yaw {:?} bw {}, sizes {}, share {}, weights {weights}",
             t.radius_m,
             t.min_votes,
+            t.nms_iou,
             t.centre_estimate,
-            match t.centre_bandwidth {
-                Bandwidth::Factor(f) => format!("×{f}"),
-                Bandwidth::Absolute(s) => format!("σ {s} m"),
-                other => format!("{other:?}"),
-            },
+            bw(t.centre_bandwidth, "m"),
+            t.yaw_estimate,
+            bw(t.yaw_bandwidth, "rad"),
+            if t.weighted_sizes { "weighted" } else { "unweighted" },
             if t.score_by_detector_share { "on" } else { "off" }
         ),
         FusionMethod::Wbf => format!("iou > {}, weights {weights}", t.wbf_iou),
@@ -214,18 +281,51 @@ fn main() -> anyhow::Result<()> {
     let mut tables = String::new();
     let mut tuning_notes = String::new();
 
-    for platform in PLATFORMS {
+    let platforms = if args.platforms.is_empty() {
+        PLATFORMS.to_vec()
+    } else {
+        args.platforms.clone()
+    };
+    let mut diagnosis_tables = String::new();
+    for platform in platforms {
+        let mut diagnosis = String::new();
+        let mut diagnose = |label: &str, gt: &[EvalBox], pred: &[EvalBox]| {
+            if args.diagnose {
+                for (class, threshold) in CLASSES.iter().zip([0.7, 0.5, 0.5]) {
+                    if gt.iter().any(|b| b.class == *class) {
+                        let d = fusion_diagnosis::diagnose(gt, pred, *class, threshold);
+                        diagnosis.push_str(&fusion_diagnosis::row(label, *class, &d));
+                    }
+                }
+            }
+        };
         let simulate = |seed: u64| {
             simulate_noisy_sequence(SimConfig::default(), platform, args.frames, seed, &profiles)
                 .with_context(|| format!("simulating {platform} seed {seed}"))
         };
         let tune = vec![simulate(args.tune_seed)?];
-        let eval: Vec<NoisySequence> = args
-            .eval_seeds
-            .iter()
-            .map(|&s| simulate(s))
-            .collect::<anyhow::Result<_>>()?;
-        let (gt_tune, gt_eval) = (truth(&tune), truth(&eval));
+        // Eval seeds then confirmation seeds, one sequence each.
+        let seeds: Vec<u64> = args.eval_seeds.iter().chain(&args.confirm_seeds).copied().collect();
+        let all: Vec<NoisySequence> = seeds.iter().map(|&s| simulate(s)).collect::<anyhow::Result<_>>()?;
+        let (eval, confirm) = all.split_at(args.eval_seeds.len());
+        let (gt_tune, gt_eval, gt_confirm) = (truth(&tune), truth(eval), truth(confirm));
+        let gt_seed: Vec<Vec<EvalBox>> = all.iter().map(|s| truth(std::slice::from_ref(s))).collect();
+        // Confirmation-pooled AP and AP of each seed on its own.
+        let mut seed_rows: Vec<SeedRow> = Vec::new();
+        let mut measure = |label: &str, predict: &dyn Fn(&[NoisySequence]) -> anyhow::Result<Vec<EvalBox>>| {
+            let pooled = if confirm.is_empty() {
+                None
+            } else {
+                Some(ap(&gt_confirm, &predict(confirm)?))
+            };
+            let each = all
+                .iter()
+                .zip(&gt_seed)
+                .map(|(s, gt)| Ok(ap_r40_and_all_points(gt, &predict(std::slice::from_ref(s))?)))
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            seed_rows.push((label.to_string(), pooled, each));
+            anyhow::Ok(())
+        };
         eprintln!(
             "{platform}: simulated ({:.0} s); tune GT {} boxes, eval GT {} boxes",
             started.elapsed().as_secs_f64(),
@@ -242,7 +342,10 @@ fn main() -> anyhow::Result<()> {
         let mut single_tune: BTreeMap<String, [Option<f64>; 3]> = BTreeMap::new();
         for name in &names {
             single_tune.insert(name.clone(), ap(&gt_tune, &single(&tune, name)));
-            rows.push((name.clone(), ap(&gt_eval, &single(&eval, name)), String::new()));
+            let pred = single(eval, name);
+            diagnose(name, &gt_eval, &pred);
+            measure(name, &|seqs| Ok(single(seqs, name)))?;
+            rows.push((name.clone(), ap(&gt_eval, &pred), String::new()));
         }
 
         let mut best_single = FusionConfig {
@@ -250,6 +353,10 @@ fn main() -> anyhow::Result<()> {
             ..FusionConfig::default()
         };
         let mut ap_weights: BTreeMap<ObjectClass, BTreeMap<String, f64>> = BTreeMap::new();
+        // Inverse-variance weights: each detector's mean squared BEV centre error of its loose
+        // matches on the tune seed, as min / own (the minimum-variance combination of unbiased
+        // independent estimates weighs each by 1/σ²).
+        let mut inverse_variance_weights: BTreeMap<ObjectClass, BTreeMap<String, f64>> = BTreeMap::new();
         let mut best_names = Vec::new();
         for (k, class) in CLASSES.iter().enumerate() {
             let score = |n: &String| single_tune[n][k].unwrap_or(0.0);
@@ -261,24 +368,69 @@ fn main() -> anyhow::Result<()> {
                     names.iter().map(|n| (n.clone(), (score(n) / top).max(0.05))).collect(),
                 );
             }
+            let mse: Vec<f64> = names
+                .iter()
+                .map(|n| fusion_diagnosis::diagnose(&gt_tune, &single(&tune, n), *class, 0.5).centre_mse_m2)
+                .collect();
+            let least = mse
+                .iter()
+                .copied()
+                .filter(|m| m.is_finite())
+                .fold(f64::INFINITY, f64::min);
+            if least.is_finite() && least > 0.0 {
+                inverse_variance_weights.insert(
+                    *class,
+                    names
+                        .iter()
+                        .zip(&mse)
+                        .map(|(n, m)| (n.clone(), if m.is_finite() { (least / m).max(0.05) } else { 0.05 }))
+                        .collect(),
+                );
+            }
             best_single.class_mut(*class).single_detector = best.clone();
             best_names.push(format!("{class}: {}", best.unwrap_or_default()));
         }
+        measure("best single (chosen on the tune seed)", &|seqs| {
+            fused(seqs, &best_single)
+        })?;
         rows.push((
             "best single (chosen on the tune seed)".into(),
-            ap(&gt_eval, &fused(&eval, &best_single)?),
+            ap(&gt_eval, &fused(eval, &best_single)?),
             best_names.join(", "),
         ));
 
         // Tune union + NMS, WBF and KBF per class on the tune seed.
         let mut platform_json = serde_json::Map::new();
-        let member_only = [CentreEstimate::Member];
-        let both = [CentreEstimate::Member, CentreEstimate::Peak];
-        for (method, label, centre_estimates) in [
-            (FusionMethod::UnionNms, "union + NMS (tuned)", &member_only[..]),
-            (FusionMethod::Wbf, "WBF (tuned)", &member_only[..]),
-            (FusionMethod::Kbf, "KBF, member centre (tuned)", &member_only[..]),
-            (FusionMethod::Kbf, "KBF, member or peak centre (tuned)", &both[..]),
+        let ms3d_yaw: &[Bandwidth] = &[Bandwidth::Factor(0.1)];
+        let member = KbfVariant {
+            centre_estimates: &[CentreEstimate::Member],
+            yaw_estimate: YawEstimate::Member,
+            yaw_bandwidths: ms3d_yaw,
+            weighted_sizes: &[false],
+            nms_scales: &[1.0],
+        };
+        let member_or_peak = KbfVariant {
+            centre_estimates: &[CentreEstimate::Member, CentreEstimate::Peak],
+            ..member
+        };
+        let peak_axis = KbfVariant {
+            centre_estimates: &[CentreEstimate::Peak],
+            yaw_estimate: YawEstimate::Peak,
+            yaw_bandwidths: &[
+                Bandwidth::Factor(1.0),
+                Bandwidth::Absolute(0.1),
+                Bandwidth::Absolute(0.3),
+            ],
+            weighted_sizes: &[true],
+            nms_scales: &[1.0, 3.0],
+        };
+        const RECOMMENDED: &str = "KBF, peak centre and axis (tuned)";
+        for (method, label, variant) in [
+            (FusionMethod::UnionNms, "union + NMS (tuned)", &member),
+            (FusionMethod::Wbf, "WBF (tuned)", &member),
+            (FusionMethod::Kbf, "KBF, member centre (tuned)", &member),
+            (FusionMethod::Kbf, "KBF, member or peak centre (tuned)", &member_or_peak),
+            (FusionMethod::Kbf, RECOMMENDED, &peak_axis),
         ] {
             let mut config = FusionConfig {
                 method,
@@ -289,9 +441,11 @@ fn main() -> anyhow::Result<()> {
                 if count(&gt_tune, class) == 0 {
                     continue;
                 }
-                let weights = ap_weights.get(&class).cloned().unwrap_or_default();
+                let mut weightings = vec![BTreeMap::new()];
+                weightings.extend(ap_weights.get(&class).cloned());
+                weightings.extend(inverse_variance_weights.get(&class).cloned());
                 let mut best: Option<(f64, ClassFusionConfig)> = None;
-                for table in candidates(method, class, &weights, centre_estimates) {
+                for table in candidates(method, class, &weightings, variant) {
                     let pred = fused(&tune, &only_class(&config, method, class, &table))?;
                     let a = class_ap(&gt_tune, &pred, class);
                     if best.as_ref().is_none_or(|(b, _)| a > *b) {
@@ -307,10 +461,13 @@ fn main() -> anyhow::Result<()> {
                     *config.class_mut(class) = table;
                 }
             }
-            let eval_ap = ap(&gt_eval, &fused(&eval, &config)?);
+            let pred = fused(eval, &config)?;
+            diagnose(label, &gt_eval, &pred);
+            measure(label, &|seqs| fused(seqs, &config))?;
+            let eval_ap = ap(&gt_eval, &pred);
             rows.push((label.into(), eval_ap, notes.join("; ")));
             platform_json.insert(label.to_string(), serde_json::to_value(&config)?);
-            if method == FusionMethod::Kbf && centre_estimates.len() == 2 {
+            if label == RECOMMENDED {
                 // Keep the tuned tables as this platform's overrides of the shipped defaults.
                 let o = tuned_config.platforms.of_mut(platform);
                 for class in CLASSES {
@@ -320,18 +477,26 @@ fn main() -> anyhow::Result<()> {
                     c.min_votes = Some(t.min_votes);
                     c.centre_bandwidth = Some(t.centre_bandwidth);
                     c.centre_estimate = Some(t.centre_estimate);
+                    c.yaw_estimate = Some(t.yaw_estimate);
+                    c.yaw_bandwidth = Some(t.yaw_bandwidth);
+                    c.weighted_sizes = Some(t.weighted_sizes);
+                    c.nms_iou = Some(t.nms_iou);
                     c.score_by_detector_share = Some(t.score_by_detector_share);
                     c.detector_weights = Some(t.detector_weights.clone());
                 }
             }
             eprintln!("{platform}: {label} done ({:.0} s)", started.elapsed().as_secs_f64());
         }
+        measure("KBF (MS3D defaults)", &|seqs| fused(seqs, &FusionConfig::default()))?;
         rows.push((
             "KBF (MS3D defaults)".into(),
-            ap(&gt_eval, &fused(&eval, &FusionConfig::default())?),
+            ap(&gt_eval, &fused(eval, &FusionConfig::default())?),
             "`FusionConfig::default()`".into(),
         ));
 
+        if args.diagnose {
+            diagnosis_tables.push_str(&format!("\n#### {platform}\n\n{}{diagnosis}", fusion_diagnosis::HEADER));
+        }
         tables.push_str(&format!(
             "\n### {platform} ({} frames × {} eval seeds; GT boxes: {} vehicles, {} pedestrians, {} cyclists)\n\n",
             args.frames,
@@ -352,6 +517,59 @@ fn main() -> anyhow::Result<()> {
                 tuning_notes.push_str(&format!("- {platform}, {label}: {note}\n"));
             }
         }
+        if !args.confirm_seeds.is_empty() {
+            tables.push_str(&format!(
+                "\nConfirmation on seeds {:?} (GT boxes: {} vehicles, {} pedestrians, {} cyclists):\n\n",
+                args.confirm_seeds,
+                count(&gt_confirm, ObjectClass::Vehicle),
+                count(&gt_confirm, ObjectClass::Pedestrian),
+                count(&gt_confirm, ObjectClass::Cyclist)
+            ));
+            tables.push_str("| method | vehicle AP@0.7 | pedestrian AP@0.5 | cyclist AP@0.5 |\n|---|---|---|---|\n");
+            for (label, pooled, _) in &seed_rows {
+                if let Some(a) = pooled {
+                    tables.push_str(&format!(
+                        "| {label} | {} | {} | {} |\n",
+                        fmt_ap(a[0]),
+                        fmt_ap(a[1]),
+                        fmt_ap(a[2])
+                    ));
+                }
+            }
+        }
+        for (kind, all_points) in [("AP R40", false), ("all-point AP", true)] {
+            tables.push_str(&format!(
+                "\nPer seed, {kind} (vehicle / pedestrian / cyclist):\n\n| method |"
+            ));
+            for s in &seeds {
+                tables.push_str(&format!(" seed {s} |"));
+            }
+            tables.push_str(&format!("\n|---|{}\n", "---|".repeat(seeds.len())));
+            for (label, _, each) in &seed_rows {
+                tables.push_str(&format!("| {label} |"));
+                for (r40, all) in each {
+                    let a = if all_points { all } else { r40 };
+                    let f = |v: Option<f64>| v.map(|x| format!("{:.2}", 100.0 * x)).unwrap_or_else(|| "—".into());
+                    if all_points {
+                        tables.push_str(&format!(" {} / {} / {} |", f(a[0]), f(a[1]), f(a[2])));
+                    } else {
+                        tables.push_str(&format!(" {} / {} / {} |", fmt_ap(a[0]), fmt_ap(a[1]), fmt_ap(a[2])));
+                    }
+                }
+                tables.push('\n');
+            }
+        }
+        platform_json.insert(
+            "per_seed".into(),
+            Value::Array(
+                seed_rows
+                    .iter()
+                    .map(
+                        |(label, pooled, each)| json!({"method": label, "confirm": pooled, "seeds": seeds, "ap": each}),
+                    )
+                    .collect(),
+            ),
+        );
         platform_json.insert(
             "rows".into(),
             Value::Array(
@@ -367,11 +585,19 @@ fn main() -> anyhow::Result<()> {
         "BEV AP R40 (%), tuned on seed {}, measured on seeds {:?}\n{tables}\nTuned parameters:\n{tuning_notes}",
         args.tune_seed, args.eval_seeds
     );
+    if args.diagnose {
+        println!(
+            "Diagnosis on seeds {:?} (loose = BEV IoU > {}):\n{diagnosis_tables}",
+            args.eval_seeds,
+            fusion_diagnosis::LOOSE_IOU
+        );
+    }
     eprintln!("total {:.0} s", started.elapsed().as_secs_f64());
     if let Some(dir) = args.out {
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
         let summary = json!({
             "frames": args.frames, "tune_seed": args.tune_seed, "eval_seeds": args.eval_seeds,
+            "confirm_seeds": args.confirm_seeds,
             "platforms": Value::Object(report),
         });
         std::fs::write(dir.join("fusion_study.json"), serde_json::to_string_pretty(&summary)?)?;

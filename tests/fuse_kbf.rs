@@ -4,7 +4,7 @@
 //! act as documented; plus order independence and translation equivariance on random frames.
 
 use boxlayer::detect::Detection;
-use boxlayer::fuse::{FusedBox, FusionConfig, FusionMethod, fuse_boxes};
+use boxlayer::fuse::{Bandwidth, CentreEstimate, FusedBox, FusionConfig, FusionMethod, YawEstimate, fuse_boxes};
 use boxlayer::geometry::{Box3, wrap_angle};
 use boxlayer::{ObjectClass, Platform};
 
@@ -20,6 +20,15 @@ fn det(b: [f64; 7], score: f32, detector: &str) -> Detection {
 fn kbf(min_votes: u32) -> FusionConfig {
     let mut c = FusionConfig::default();
     c.vehicle.min_votes = min_votes;
+    c
+}
+
+/// KBF with the density-peak centre and heading (`pipelines/fusion.toml`'s estimators).
+fn kbf_peak(min_votes: u32, yaw_sigma: f64) -> FusionConfig {
+    let mut c = kbf(min_votes);
+    c.vehicle.centre_estimate = CentreEstimate::Peak;
+    c.vehicle.yaw_estimate = YawEstimate::Peak;
+    c.vehicle.yaw_bandwidth = Bandwidth::Absolute(yaw_sigma);
     c
 }
 
@@ -80,6 +89,17 @@ fn heading_near_plus_minus_pi_fuses() {
         // An arithmetic mean of the raw yaws would be ≈ 1.04 rad.
         let off = wrap_angle(fused[0].box3.yaw - pi).abs();
         assert!(off < 0.05, "{method:?}: yaw {}", fused[0].box3.yaw);
+    }
+    // The axis peak with a kernel far wider than the spread is the weighted mean of the yaws
+    // unwrapped around π: π + (0.8·(−0.02) + 0.7·0.01 + 0.75·(−0.04)) / 2.25 = π − 0.039 / 2.25,
+    // the same when one member's heading is flipped (its axis is the same).
+    let mut flipped = dets.clone();
+    flipped[1].box3.yaw = 0.01;
+    for dets in [&dets, &flipped] {
+        let fused = fuse(dets, &kbf_peak(3, 10.0));
+        assert_eq!(fused.len(), 1);
+        let off = wrap_angle(fused[0].box3.yaw - (pi - 0.039 / 2.25)).abs();
+        assert!(off < 1e-6, "yaw {}", fused[0].box3.yaw);
     }
 }
 
@@ -189,9 +209,8 @@ fn random_frame(seed: u64) -> Vec<Detection> {
 
 #[test]
 fn fusion_ignores_input_order_and_follows_translation() {
-    for seed in 0..20 {
+    for (seed, config) in (0..20).flat_map(|s| [(s, kbf(2)), (s, kbf_peak(2, 0.1))]) {
         let dets = random_frame(seed);
-        let config = kbf(2);
         let fused = fuse(&dets, &config);
         assert!(fused.len() >= 15, "seed {seed}: only {} fused boxes", fused.len());
         // Reversed input: the same boxes (member indices map through the reversal).

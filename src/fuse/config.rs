@@ -34,6 +34,19 @@ pub enum CentreEstimate {
     Peak,
 }
 
+/// How KBF places a fused box's heading.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum YawEstimate {
+    /// The heading of the member at the yaw density's mode (MS3D).
+    Member,
+    /// The density peak of the box axis: every member's yaw, turned by π when it points more
+    /// than π/2 away from the mode member's heading (the same footprint), mean-shifted from that
+    /// heading under `yaw_bandwidth` (the weighted mean for pairs); the direction stays the
+    /// mode member's.
+    Peak,
+}
+
 /// Fusion parameters of one class.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -63,8 +76,11 @@ pub struct ClassFusionConfig {
     pub centre_estimate: CentreEstimate,
     /// Bandwidth of the l, w, h KDEs whose peaks give the sizes; default factor 2.0 (`bw_dim`).
     pub size_bandwidth: Bandwidth,
-    /// Bandwidth of the yaw KDE that picks the heading member; default factor 0.1 (`bw_ry`).
+    /// Bandwidth of the yaw KDE that picks the heading member (and, with `yaw_estimate = peak`,
+    /// of the axis density); default factor 0.1 (`bw_ry`).
     pub yaw_bandwidth: Bandwidth,
+    /// Whether the heading is the mode member's or the axis density's peak; default `member` (MS3D).
+    pub yaw_estimate: YawEstimate,
     /// Bandwidth of the score KDE whose peak gives the score; default factor 2.0 (`bw_score`).
     pub score_bandwidth: Bandwidth,
     /// Whether the size KDEs use the box weights (MS3D's do not); default false.
@@ -106,6 +122,7 @@ impl ClassFusionConfig {
             centre_estimate: CentreEstimate::Member,
             size_bandwidth: Bandwidth::Factor(2.0),
             yaw_bandwidth: Bandwidth::Factor(0.1),
+            yaw_estimate: YawEstimate::Member,
             score_bandwidth: Bandwidth::Factor(2.0),
             weighted_sizes: false,
             centre_min_variance_m2: 1e-6,
@@ -398,6 +415,8 @@ pub struct ClassOverride {
     pub size_bandwidth: Option<Bandwidth>,
     /// Replaces `yaw_bandwidth`; default unset.
     pub yaw_bandwidth: Option<Bandwidth>,
+    /// Replaces `yaw_estimate`; default unset.
+    pub yaw_estimate: Option<YawEstimate>,
     /// Replaces `score_bandwidth`; default unset.
     pub score_bandwidth: Option<Bandwidth>,
     /// Replaces `weighted_sizes`; default unset.
@@ -435,6 +454,7 @@ impl ClassOverride {
             centre_estimate,
             size_bandwidth,
             yaw_bandwidth,
+            yaw_estimate,
             score_bandwidth,
             weighted_sizes,
             centre_min_variance_m2,
@@ -490,6 +510,7 @@ method = "wbf"
 [platforms.drone.pedestrian]
 radius_m = 0.6
 centre_bandwidth = { sigma = 0.2 }
+yaw_estimate = "peak"
 "#;
         let c: FusionConfig = toml::from_str(text).unwrap();
         // Unset fields of a class table keep that class's defaults, not the vehicle's.
@@ -501,6 +522,8 @@ centre_bandwidth = { sigma = 0.2 }
         assert_eq!(drone.method, FusionMethod::Wbf);
         assert_eq!(drone.pedestrian.radius_m, 0.6);
         assert_eq!(drone.pedestrian.centre_bandwidth, Bandwidth::Absolute(0.2));
+        assert_eq!(drone.pedestrian.yaw_estimate, YawEstimate::Peak);
+        assert_eq!(drone.vehicle.yaw_estimate, YawEstimate::Member);
         assert_eq!(drone.pedestrian.detector_weight("centerpoint"), 2.0);
         let car = c.for_platform(Platform::Vehicle);
         assert_eq!(car.method, FusionMethod::Kbf);
@@ -509,6 +532,7 @@ centre_bandwidth = { sigma = 0.2 }
         let back: FusionConfig = toml::from_str(&toml::to_string(&c).unwrap()).unwrap();
         assert_eq!(back, c);
         assert!(toml::from_str::<FusionConfig>("[vehicle]\nradius = 1.0\n").is_err());
+        assert!(toml::from_str::<FusionConfig>("[vehicle]\nyaw_estimate = \"mean\"\n").is_err());
     }
 
     #[test]

@@ -1,11 +1,12 @@
 //! KDE box fusion of one cluster (MS3D's `kbf`, reference §2.2, with its two bugs fixed):
 //! centre and heading are *selected* — the member at the mode of a weighted KDE — because
 //! averaging blurs centres and headings; sizes and score are *estimated* as the peak of a 1-D KDE.
-//! Weights are score × detector weight.
+//! Weights are score × detector weight. Options not in MS3D: the centre and the heading's axis as
+//! density peaks (`centre_estimate`, `yaw_estimate`), which `docs/fusion.md` measures.
 
 use super::FuseError;
-use super::config::{CentreEstimate, ClassFusionConfig};
-use super::kde::{GaussianKde, yaw_mode_member_in, yaw_nearest_circular_mean};
+use super::config::{CentreEstimate, ClassFusionConfig, YawEstimate};
+use super::kde::{GaussianKde, fold_to_axis, yaw_axis_peak_in, yaw_mode_member_in, yaw_nearest_circular_mean};
 use crate::geometry::Box3;
 
 /// One box of a cluster as KBF sees it.
@@ -34,7 +35,9 @@ pub struct KbfMember {
 ///   equal peaks at that value.
 ///
 /// With `centre_estimate = peak` the centre is instead the density peak (mean-shift from the
-/// mode member; the weighted mean for pairs).
+/// mode member; the weighted mean for pairs). With `yaw_estimate = peak` the yaw is the peak of
+/// the axis density (members folded onto the heading member's axis, mean-shift from its
+/// heading; for pairs the weighted mean of the folded yaws); the direction stays the member's.
 pub fn fuse_cluster(members: &[KbfMember], config: &ClassFusionConfig) -> Result<(Box3, f64), FuseError> {
     let n = members.len();
     match n {
@@ -42,12 +45,12 @@ pub fn fuse_cluster(members: &[KbfMember], config: &ClassFusionConfig) -> Result
             reason: "empty cluster".into(),
         }),
         1 => Ok((members[0].box3, members[0].score)),
-        2 => Ok(fuse_pair(&members[0], &members[1], config.centre_estimate)),
+        2 => Ok(fuse_pair(&members[0], &members[1], config)),
         _ => fuse_many(members, config, &mut KbfScratch::default()),
     }
 }
 
-fn fuse_pair(a: &KbfMember, b: &KbfMember, centre: CentreEstimate) -> (Box3, f64) {
+fn fuse_pair(a: &KbfMember, b: &KbfMember, config: &ClassFusionConfig) -> (Box3, f64) {
     let lead = if b.weight > a.weight { b } else { a };
     // Written as a + share·(b − a) so equal values average to themselves exactly.
     let share_b = b.weight / (a.weight + b.weight);
@@ -58,10 +61,16 @@ fn fuse_pair(a: &KbfMember, b: &KbfMember, centre: CentreEstimate) -> (Box3, f64
         h: mean(|x| x.h),
         ..lead.box3
     };
-    if centre == CentreEstimate::Peak {
+    if config.centre_estimate == CentreEstimate::Peak {
         fused.x = mean(|x| x.x);
         fused.y = mean(|x| x.y);
         fused.z = mean(|x| x.z);
+    }
+    if config.yaw_estimate == YawEstimate::Peak {
+        let mut folded = Vec::with_capacity(2);
+        fold_to_axis(&[a.box3.yaw, b.box3.yaw], lead.box3.yaw, &mut folded);
+        let share_b = b.weight / (a.weight + b.weight);
+        fused.yaw = crate::geometry::wrap_angle(folded[0][0] + share_b * (folded[1][0] - folded[0][0]));
     }
     let score = a.score + share_b * (b.score - a.score);
     (fused, score)
@@ -135,6 +144,10 @@ fn fuse_many(
         None => yaw_nearest_circular_mean(yaws, weights),
     };
     let heading = &members[heading_member].box3;
+    let yaw = match config.yaw_estimate {
+        YawEstimate::Member => heading.yaw,
+        YawEstimate::Peak => yaw_axis_peak_in(yaws, weights, heading.yaw, config.yaw_bandwidth, unwrapped)?,
+    };
     let fused = Box3 {
         x: cx,
         y: cy,
@@ -142,7 +155,7 @@ fn fuse_many(
         l,
         w,
         h,
-        yaw: heading.yaw,
+        yaw,
         pitch: heading.pitch,
         roll: heading.roll,
     };
@@ -155,6 +168,7 @@ mod tests {
 
     use super::*;
     use crate::frame::ObjectClass;
+    use crate::fuse::Bandwidth;
 
     fn member(x: f64, y: f64, l: f64, yaw: f64, score: f64) -> KbfMember {
         KbfMember {
@@ -244,5 +258,37 @@ mod tests {
         // A naive mean of the raw angles would be ≈ 1.04; the fused heading is a member's.
         assert!(m.iter().any(|x| x.box3.yaw == fused.yaw));
         assert!(crate::geometry::wrap_angle(fused.yaw - pi).abs() < 0.05);
+    }
+
+    #[test]
+    fn yaw_peak_averages_the_axis_and_keeps_the_direction() {
+        use std::f64::consts::PI;
+        let mut config = vehicle();
+        config.yaw_estimate = YawEstimate::Peak;
+        config.yaw_bandwidth = Bandwidth::Absolute(10.0);
+        // Weights are the scores 0.9, 0.8, 0.7: the weighted mean 0.044 / 2.4 (the kernel is
+        // far wider than the spread), where `member` takes one member's yaw.
+        let m = [
+            member(0.0, 0.0, 4.5, 0.0, 0.9),
+            member(0.1, 0.0, 4.5, 0.02, 0.8),
+            member(0.0, 0.1, 4.5, 0.04, 0.7),
+        ];
+        let (b, _) = fuse_cluster(&m, &config).unwrap();
+        assert_relative_eq!(b.yaw, 0.044 / 2.4, epsilon = 1e-6);
+        let (selected, _) = fuse_cluster(&m, &vehicle()).unwrap();
+        assert!(m.iter().any(|x| x.box3.yaw == selected.yaw));
+        // A flipped member adds its axis; the majority's direction stays.
+        let mut flipped = m;
+        flipped[1].box3.yaw = 0.02 - PI;
+        let (b, _) = fuse_cluster(&flipped, &config).unwrap();
+        assert_relative_eq!(b.yaw, 0.044 / 2.4, epsilon = 1e-6);
+        // Pairs: the weighted mean of the folded yaws, from the heavier member's heading:
+        // 0.0 (weight 0.6) and π + 0.1 (weight 0.2, folded to 0.1) → 0.1 · 0.2 / 0.8.
+        let pair = [member(0.0, 0.0, 4.5, 0.0, 0.6), member(0.1, 0.0, 4.5, PI + 0.1, 0.2)];
+        let (b, _) = fuse_cluster(&pair, &config).unwrap();
+        assert_relative_eq!(b.yaw, 0.025, epsilon = 1e-12);
+        // Identical boxes still fuse to themselves.
+        let (b, _) = fuse_cluster(&[m[0]; 3], &config).unwrap();
+        assert_eq!(b, m[0].box3);
     }
 }

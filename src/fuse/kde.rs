@@ -628,6 +628,50 @@ pub(crate) fn yaw_mode_member_in(
     Ok(Some(best))
 }
 
+/// `yaws` as axis directions near `heading`: each turned by π when it points more than π/2 away
+/// (the same footprint), then unwrapped to within π/2 of `heading`.
+pub(crate) fn fold_to_axis(yaws: &[f64], heading: f64, folded: &mut Vec<[f64; 1]>) {
+    folded.clear();
+    folded.extend(yaws.iter().map(|&y| {
+        let mut d = crate::geometry::wrap_angle(y - heading);
+        if d > std::f64::consts::FRAC_PI_2 {
+            d -= std::f64::consts::PI;
+        } else if d < -std::f64::consts::FRAC_PI_2 {
+            d += std::f64::consts::PI;
+        }
+        [heading + d]
+    }));
+}
+
+/// The peak of the weighted density of the box axis nearest `heading`: the yaws folded onto the
+/// axis through `heading` (a member pointing the other way counts turned by π), then mean-shift
+/// from `heading` under `bandwidth`; wrapped to (−π, π]. Yaws that all fold to one value give it.
+pub fn yaw_axis_peak(yaws: &[f64], weights: &[f64], heading: f64, bandwidth: Bandwidth) -> Result<f64, FuseError> {
+    yaw_axis_peak_in(yaws, weights, heading, bandwidth, &mut Vec::new())
+}
+
+/// [`yaw_axis_peak`] with a caller-owned buffer for the folded yaws.
+pub(crate) fn yaw_axis_peak_in(
+    yaws: &[f64],
+    weights: &[f64],
+    heading: f64,
+    bandwidth: Bandwidth,
+    folded: &mut Vec<[f64; 1]>,
+) -> Result<f64, FuseError> {
+    if yaws.is_empty() || weights.len() != yaws.len() {
+        return Err(FuseError::KdeInput {
+            reason: format!("{} yaws and {} weights", yaws.len(), weights.len()),
+        });
+    }
+    fold_to_axis(yaws, heading, folded);
+    let kde = GaussianKde::on_span(folded, Some(weights), bandwidth, 0.0)?;
+    if kde.rank() == 0 {
+        return Ok(crate::geometry::wrap_angle(folded[0][0]));
+    }
+    let [peak] = kde.mode_from([heading], 1e-9);
+    Ok(crate::geometry::wrap_angle(peak))
+}
+
 /// The weighted circular mean direction of `yaws`, or the heaviest member's yaw when the
 /// resultant is (numerically) zero.
 pub fn circular_reference(yaws: &[f64], weights: &[f64]) -> f64 {
@@ -668,6 +712,7 @@ mod tests {
     use approx::assert_relative_eq;
 
     use super::*;
+    use crate::geometry::wrap_angle;
 
     #[test]
     fn one_dimensional_density_by_hand() {
@@ -786,5 +831,43 @@ mod tests {
             ]
         );
         assert!(toml::from_str::<T>("a = \"bogus\"\nb = 1.0\nc = 1.0\nd = 1.0\n").is_err());
+    }
+
+    #[test]
+    fn yaw_axis_peak_by_hand() {
+        use std::f64::consts::PI;
+        // A kernel far wider than the spread: mean-shift converges to the weighted mean
+        // (0.9·0 + 0.8·0.02 + 0.7·0.04) / 2.4 = 0.044 / 2.4.
+        let peak = yaw_axis_peak(&[0.0, 0.02, 0.04], &[0.9, 0.8, 0.7], 0.0, Bandwidth::Absolute(10.0)).unwrap();
+        assert_relative_eq!(peak, 0.044 / 2.4, epsilon = 1e-6);
+        // A member pointing the other way counts as its axis (0.02 + π → 0.02); the heading
+        // stays that of `heading`, not its opposite.
+        let peak = yaw_axis_peak(
+            &[0.0, 0.02 + PI, 0.04],
+            &[0.9, 0.8, 0.7],
+            0.0,
+            Bandwidth::Absolute(10.0),
+        )
+        .unwrap();
+        assert_relative_eq!(peak, 0.044 / 2.4, epsilon = 1e-6);
+        // Across ±π: π − 0.05 and −π + 0.05, equal weights, meet at π.
+        let peak = yaw_axis_peak(
+            &[PI - 0.05, -PI + 0.05],
+            &[1.0, 1.0],
+            PI - 0.05,
+            Bandwidth::Absolute(10.0),
+        )
+        .unwrap();
+        assert!(wrap_angle(peak - PI).abs() < 1e-6, "{peak}");
+        // A narrow kernel: the mode of 0, 0 and 1 (σ 1) is the fixed point
+        // x = k(x − 1) / (2 k(x) + k(x − 1)), k(d) = exp(−d²/2), a local maximum near 0.
+        let x = yaw_axis_peak(&[0.0, 0.0, 1.0], &[1.0, 1.0, 1.0], 0.0, Bandwidth::Absolute(1.0)).unwrap();
+        let k = |d: f64| (-0.5 * d * d).exp();
+        assert_relative_eq!(x, k(x - 1.0) / (2.0 * k(x) + k(x - 1.0)), epsilon = 1e-8);
+        assert!(x > 0.0 && x < 1.0 / 3.0, "{x}");
+        // All yaws on one axis: that axis, in the heading's direction.
+        let peak = yaw_axis_peak(&[0.3, 0.3 - PI, 0.3], &[1.0, 2.0, 1.0], 0.3, Bandwidth::Factor(0.1)).unwrap();
+        assert_relative_eq!(peak, 0.3, epsilon = 1e-12);
+        assert!(yaw_axis_peak(&[0.1], &[], 0.1, Bandwidth::Scott).is_err());
     }
 }

@@ -19,11 +19,13 @@ use crate::geometry::Box3;
 pub use cluster::radius_clusters;
 pub use config::{
     CentreEstimate, ClassFusionConfig, ClassOverride, FusionConfig, FusionMethod, FusionOverride, PlatformOverrides,
+    YawEstimate,
 };
 pub use fuser::{Fuser, fuse_boxes};
 pub use kbf::{KbfMember, fuse_cluster};
 pub use kde::{
-    Bandwidth, GaussianKde, KDE_SINGULAR_RELATIVE_TOL, circular_reference, yaw_mode_member, yaw_nearest_circular_mean,
+    Bandwidth, GaussianKde, KDE_SINGULAR_RELATIVE_TOL, circular_reference, yaw_axis_peak, yaw_mode_member,
+    yaw_nearest_circular_mean,
 };
 pub use wbf::{WbfCluster, weighted_boxes_fusion};
 
