@@ -116,7 +116,8 @@ pub enum PillarRows {
 
 /// A sweep's pillars, ready to feed to an encoder. Reusing one `Pillars` across sweeps
 /// ([`pillarize_into`]) keeps its buffers: only the rows and cells the last sweep touched are reset.
-#[derive(Debug, Clone, Default, PartialEq)]
+/// Two `Pillars` are equal when their tensor, shape, cells and counts are (scratch is not compared).
+#[derive(Debug, Clone, Default)]
 pub struct Pillars {
     /// Encoder input values in `shape`'s layout; padded slots and rows are zero.
     pub features: Vec<f32>,
@@ -137,6 +138,16 @@ pub struct Pillars {
     sums: Vec<PillarSum>,
     /// Points per row written by the previous sweep (the slots that may hold stale values).
     previous_num_points: Vec<u32>,
+}
+
+impl PartialEq for Pillars {
+    fn eq(&self, other: &Self) -> bool {
+        self.features == other.features
+            && self.shape == other.shape
+            && self.cells == other.cells
+            && self.num_points == other.num_points
+            && self.rows == other.rows
+    }
 }
 
 /// The running sum of a pillar's kept points and their count (one cache line holds four).
@@ -1066,6 +1077,12 @@ mod tests {
                 buffers.push(reused.features.as_ptr());
             }
             assert_eq!(reused.count(), 10, "{layout:?}");
+            // Equal to a fresh result although its scratch (cell table, slots, counts of the
+            // previous sweep) differs; a changed value is not.
+            let mut fresh = pillarize(&clouds[3], &s, PillarRows::Trim).unwrap();
+            assert_eq!(reused, fresh, "{layout:?}");
+            fresh.features[1] += 1.0;
+            assert_ne!(reused, fresh, "{layout:?}");
             // The first sweep allocates, the second grows past it; the last two reuse it.
             assert_eq!(buffers[1], buffers[2], "{layout:?}");
             assert_eq!(buffers[2], buffers[3], "{layout:?}");
