@@ -135,6 +135,31 @@ fn bench_pillarize_one_core(c: &mut Criterion<ThreadCpuTime>) {
     c.bench_function("pillarize/150k/kitti_pointpillars_trimmed/1_core", |b| {
         b.iter(|| one_core.install(|| reused(&cloud, &spec, PillarRows::Trim, &mut kitti)))
     });
+    // As a detector runs: every sweep differs, so a trimmed tensor's pillar count changes from
+    // call to call (here 150k- and 120k-point sweeps alternate; the time is per call).
+    let other = sweep(120_000);
+    let mut first = false;
+    c.bench_function(
+        "pillarize/150k_120k_alternating/kitti_pointpillars_trimmed/1_core",
+        |b| {
+            b.iter(|| {
+                first = !first;
+                let next = if first { &cloud } else { &other };
+                one_core.install(|| reused(next, &spec, PillarRows::Trim, &mut kitti))
+            })
+        },
+    );
+    let spec = waymo_centerpoint_spec(EncoderLayout::PointMajor);
+    c.bench_function(
+        "pillarize/150k_120k_alternating/waymo_centerpoint_trimmed/1_core",
+        |b| {
+            b.iter(|| {
+                first = !first;
+                let next = if first { &cloud } else { &other };
+                one_core.install(|| reused(next, &spec, PillarRows::Trim, &mut out))
+            })
+        },
+    );
 }
 
 /// The default rayon pool, in wall time.

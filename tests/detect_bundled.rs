@@ -144,3 +144,53 @@ fn every_bundled_detector_finds_near_vehicles_in_held_out_sweeps() {
         );
     }
 }
+
+#[test]
+fn reused_buffers_give_the_detections_of_a_fresh_detector_frame_by_frame() {
+    // One detector runs a sequence whose pillar count falls and rises (sweeps 60, 0, the first
+    // 15,000 points of 120, 120, 0), so its trimmed pillar tensor shrinks and grows and its canvas
+    // is cleared cell by cell; every frame must give bit for bit the boxes of a detector loaded
+    // afresh for that frame (fresh buffers).
+    let config = SimConfig {
+        frames: 121,
+        ..SimConfig::default()
+    };
+    let sim = Simulator::new(config, Platform::Vehicle, SEED).unwrap();
+    let cloud = |i: usize| sim_cloud::sim_cloud(&sim, &sim.sweep(i).unwrap()).unwrap();
+    let (first, middle, last) = (cloud(0), cloud(60), cloud(120));
+    let cut = boxlayer::PointCloud::from_columns(
+        last.x()[..15_000].to_vec(),
+        last.y()[..15_000].to_vec(),
+        last.z()[..15_000].to_vec(),
+        last.intensity()[..15_000].to_vec(),
+    )
+    .unwrap();
+    let sequence = [&middle, &first, &cut, &last, &first];
+    let bits = |detections: &[boxlayer::detect::Detection]| -> Vec<(Vec<u64>, u32, ObjectClass)> {
+        detections
+            .iter()
+            .map(|d| {
+                let b = d.box3;
+                let values = [b.x, b.y, b.z, b.l, b.w, b.h, b.yaw].map(f64::to_bits).to_vec();
+                (values, d.score.to_bits(), d.class)
+            })
+            .collect()
+    };
+    for dir in bundled() {
+        let reused = Detector::load(&dir).unwrap();
+        let counts: Vec<usize> = sequence.iter().map(|c| reused.pillarize(c).unwrap().count()).collect();
+        assert!(
+            counts[1] < counts[0] && counts[2] < counts[1] && counts[3] > counts[2],
+            "{}: pillar counts {counts:?} should fall and rise",
+            dir.display()
+        );
+        let mut total = 0;
+        for (frame, cloud) in sequence.iter().enumerate() {
+            let got = reused.detect(cloud).unwrap();
+            let want = Detector::load(&dir).unwrap().detect(cloud).unwrap();
+            assert_eq!(bits(&got), bits(&want), "{}: frame {frame}", dir.display());
+            total += got.len();
+        }
+        assert!(total >= 10, "{}: only {total} detections", dir.display());
+    }
+}

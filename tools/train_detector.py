@@ -34,6 +34,11 @@ returns get targets.
 Everything random is seeded by --seed (numpy + torch) and the step count is fixed (one-cycle
 learning rate), so one command reproduces the weights up to floating-point differences between
 CPUs and thread counts (--threads, default 2).
+
+--device cuda trains on a GPU (the data loading and pillarisation stay in numpy on the CPU; the
+export always runs on the CPU, so the ONNX files are the same kind either way). Bundled models must
+stay under 8 MB per ONNX file: the head holds about 89·C² weights (C = --channels), 0.36 MB at
+C = 32, 5.8 MB at C = 128; C ≥ 150 exceeds the budget (refused before training starts).
 """
 
 import argparse
@@ -501,10 +506,18 @@ def scatter(features, coords, batch, ny, nx):
     return canvas.view(batch, c, ny, nx)
 
 
+def train_device(name):
+    """The torch device to train on; `cuda` must really be there (no silent CPU fallback)."""
+    if name == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("--device cuda: torch sees no CUDA device (torch.cuda.is_available() is False)")
+    return torch.device(name)
+
+
 def train(args):
     torch.manual_seed(args.seed)
     rng = np.random.default_rng(args.seed)
     torch.set_num_threads(args.threads)
+    device = train_device(args.device)
     g = Grid(args)
     items = load_set(pathlib.Path(args.data), args.min_points)
     print(f"{len(items)} sweeps; grid {g.nx}x{g.ny}, maps {g.w}x{g.h}", flush=True)
@@ -512,6 +525,8 @@ def train(args):
     double_angle = args.rot == "double_angle"
     head = Head(args.channels, double_angle) if args.head == "center" else AnchorHead(args.channels)
     anchors = anchor_grid(g) if args.head == "anchor" else None
+    enc.to(device)
+    head.to(device)
     params = list(enc.parameters()) + list(head.parameters())
     opt = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.01)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=args.lr, total_steps=args.steps, pct_start=0.3)
@@ -527,8 +542,9 @@ def train(args):
                 order, pos = rng.permutation(len(items)), 0
             batch.append(items[order[pos]])
             pos += 1
-        pillars, coords, heat, ind, mask, tgt = make_batch(
-            batch, rng, g, args.crop, args.crops_per_sweep, anchors, double_angle
+        pillars, coords, heat, ind, mask, tgt = (
+            t.to(device, non_blocking=True)
+            for t in make_batch(batch, rng, g, args.crop, args.crops_per_sweep, anchors, double_angle)
         )
         n = len(heat)
         canvas = scatter(enc(pillars), coords, n, args.crop, args.crop)
@@ -565,7 +581,7 @@ def train(args):
                 f"lr {sched.get_last_lr()[0]:.5f} {time.time() - start:.0f} s",
                 flush=True,
             )
-    return enc, head, g, time.time() - start, len(items)
+    return enc.cpu(), head.cpu(), g, time.time() - start, len(items)
 
 
 def sha256(path):
@@ -698,7 +714,7 @@ def export(enc, head, g, args, wall_s, n_sweeps):
     (out / "training.json").write_text(json.dumps({
         "command": " ".join(args.command), "seed": args.seed, "steps": args.steps,
         "sweeps_per_step": args.sweeps_per_step, "crops_per_sweep": args.crops_per_sweep, "crop": args.crop,
-        "threads": args.threads, "training_sweeps": n_sweeps, "wall_s": round(wall_s), "torch": torch.__version__,
+        "threads": args.threads, "device": args.device, "training_sweeps": n_sweeps, "wall_s": round(wall_s), "torch": torch.__version__,
     }, indent=1) + "\n")
     print(f"wrote {out}/encoder.onnx, head.onnx, detector.toml, training.json ({wall_s:.0f} s training)")
 
@@ -729,8 +745,12 @@ def main():
     ap.add_argument("--max-points", type=int, default=20)
     ap.add_argument("--max-pillars", type=int, default=40000)
     ap.add_argument("--min-points", type=int, default=1, help="objects with fewer returns get no target")
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=2, help="torch CPU threads")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="train on the CPU or a CUDA GPU")
     args = ap.parse_args()
+    head_mb = 89 * args.channels**2 * 4 / 1e6
+    if head_mb > 8:
+        raise SystemExit(f"--channels {args.channels}: head.onnx would be about {head_mb:.1f} MB, over the 8 MB budget")
     args.command = ["python3", "tools/train_detector.py"] + sys.argv[1:]
     enc, head, g, wall_s, n = train(args)
     export(enc, head, g, args, wall_s, n)

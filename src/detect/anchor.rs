@@ -3,7 +3,7 @@
 
 use std::f64::consts::TAU;
 
-use super::head_map::{DecodedBox, HeadMap, activate};
+use super::head_map::{DecodedBox, HeadMap, activate, candidate_floor};
 use super::manifest::{AnchorHeadConfig, ScoreActivation};
 use crate::geometry::{Box3, wrap_angle};
 
@@ -113,42 +113,57 @@ impl AnchorDecoder {
         let n_classes = self.config.labels.len();
         let code = self.config.box_code_size;
         let bins = self.config.num_dir_bins;
+        let (width, n_anchors) = (self.xs.len(), self.anchors.len());
+        let cells = width * self.ys.len();
+        // Anchors in decode order (row, column, anchor): those with some class logit at or above
+        // the activation's floor (most anchors of a sparse scene have none), or all of them.
+        let candidates: Vec<usize> = match candidate_floor(activation, score_threshold) {
+            Some(floor) if n_classes > 0 => {
+                let mut found = Vec::new();
+                cls.for_each_at_least(floor, |c, cell| found.push(cell * n_anchors + c / n_classes));
+                found.sort_unstable();
+                found.dedup();
+                found
+            }
+            _ => (0..cells * n_anchors).collect(),
+        };
         let mut out = Vec::new();
-        for y in 0..self.ys.len() {
-            for x in 0..self.xs.len() {
-                for a in 0..self.anchors.len() {
-                    let (mut best, mut label) = (f32::NEG_INFINITY, 0);
-                    for k in 0..n_classes {
-                        let v = cls.at(a * n_classes + k, y, x);
-                        if v > best {
-                            best = v;
-                            label = k;
-                        }
-                    }
-                    let score = activate(best, activation);
-                    if score.is_nan() || score < score_threshold {
-                        continue;
-                    }
-                    let residual: [f64; 7] = std::array::from_fn(|j| boxes.at(a * code + j, y, x) as f64);
-                    let mut box3 = self.decode_residual(&self.anchor_box(x, y, a), &residual);
-                    if let Some(dir) = dir_cls {
-                        let mut bin = 0;
-                        for b in 1..bins {
-                            if dir.at(a * bins + b, y, x) > dir.at(a * bins + bin, y, x) {
-                                bin = b;
-                            }
-                        }
-                        box3.yaw = self.apply_direction(box3.yaw, bin);
-                    }
-                    box3.yaw = wrap_angle(box3.yaw);
-                    out.push(DecodedBox {
-                        box3,
-                        label,
-                        score,
-                        velocity: None,
-                    });
+        for index in candidates {
+            let (cell, a) = (index / n_anchors, index % n_anchors);
+            let (y, x) = (cell / width, cell % width);
+            if a >= n_anchors || y >= self.ys.len() {
+                continue;
+            }
+            let (mut best, mut label) = (f32::NEG_INFINITY, 0);
+            for k in 0..n_classes {
+                let v = cls.at(a * n_classes + k, y, x);
+                if v > best {
+                    best = v;
+                    label = k;
                 }
             }
+            let score = activate(best, activation);
+            if score.is_nan() || score < score_threshold {
+                continue;
+            }
+            let residual: [f64; 7] = std::array::from_fn(|j| boxes.at(a * code + j, y, x) as f64);
+            let mut box3 = self.decode_residual(&self.anchor_box(x, y, a), &residual);
+            if let Some(dir) = dir_cls {
+                let mut bin = 0;
+                for b in 1..bins {
+                    if dir.at(a * bins + b, y, x) > dir.at(a * bins + bin, y, x) {
+                        bin = b;
+                    }
+                }
+                box3.yaw = self.apply_direction(box3.yaw, bin);
+            }
+            box3.yaw = wrap_angle(box3.yaw);
+            out.push(DecodedBox {
+                box3,
+                label,
+                score,
+                velocity: None,
+            });
         }
         out
     }
@@ -275,5 +290,54 @@ mod tests {
         assert_abs_diff_eq!(out[0].score, 1.0 / (1.0 + (-2.0f32).exp()));
         assert_abs_diff_eq!(out[0].box3.x, 8.0);
         assert_abs_diff_eq!(out[0].box3.l, 0.8);
+    }
+
+    #[test]
+    fn the_threshold_pre_pass_keeps_exactly_the_boxes_of_a_full_decode() {
+        // Random maps of 6 × 5 cells, 4 anchors × 2 classes, with logits scattered around the
+        // thresholds' logits (and exactly on them, one ulp either side, NaN): the decode with the
+        // pre-pass must give bit for bit the boxes, in order, of decoding every anchor (threshold
+        // 0 disables the pre-pass) and keeping those that score at least the threshold.
+        let (w, h) = (6, 5);
+        let d = AnchorDecoder::new(&config(), [0.0, -4.0, -3.0, 8.0, 4.0, 1.0], w, h);
+        let (nc, nb, nd) = d.channels();
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut unit = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 40) as f32 / (1u64 << 24) as f32
+        };
+        for threshold in [0.1f32, 0.3, 0.5, 0.9] {
+            let logit = (threshold / (1.0 - threshold)).ln();
+            for layout in [MapLayout::Nchw, MapLayout::Nhwc] {
+                let mut cls: Vec<f32> = (0..nc * w * h).map(|_| logit + 6.0 * (unit() - 0.8)).collect();
+                for (k, special) in [logit, logit.next_up(), logit.next_down(), f32::NAN]
+                    .into_iter()
+                    .enumerate()
+                {
+                    cls[7 * k + 3] = special;
+                }
+                let boxes: Vec<f32> = (0..nb * w * h).map(|_| unit() - 0.5).collect();
+                let dir: Vec<f32> = (0..nd * w * h).map(|_| unit()).collect();
+                let cls = HeadMap::new(&cls, nc, h, w, layout).unwrap();
+                let bx = HeadMap::new(&boxes, nb, h, w, layout).unwrap();
+                let dr = HeadMap::new(&dir, nd, h, w, layout).unwrap();
+                for activation in [ScoreActivation::Sigmoid, ScoreActivation::None] {
+                    let t = match activation {
+                        ScoreActivation::Sigmoid => threshold,
+                        ScoreActivation::None => logit,
+                    };
+                    let fast = d.decode(&cls, &bx, Some(&dr), activation, t);
+                    let full: Vec<DecodedBox> = d
+                        .decode(&cls, &bx, Some(&dr), activation, f32::NEG_INFINITY)
+                        .into_iter()
+                        .filter(|b| b.score >= t)
+                        .collect();
+                    assert!(!fast.is_empty() && fast.len() < w * h * 4, "{threshold} {layout:?}");
+                    assert_eq!(fast, full, "{threshold} {layout:?} {activation:?}");
+                }
+            }
+        }
     }
 }

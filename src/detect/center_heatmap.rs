@@ -1,7 +1,7 @@
 //! `CenterHeatmapDecoder`: turns CenterPoint head maps (heatmap, reg, height, dim, rot sin/cos,
 //! optional velocity; one set per task) into boxes at the heatmap's local maxima. No NMS here.
 
-use super::head_map::{DecodedBox, HeadMap, activate};
+use super::head_map::{DecodedBox, HeadMap, activate, candidate_floor};
 use super::manifest::{CenterHeadConfig, ScoreActivation};
 use crate::geometry::{Box3, wrap_angle};
 
@@ -89,6 +89,8 @@ impl CenterHeatmapDecoder {
         score_threshold: f32,
     ) -> Vec<DecodedBox> {
         let f = self.config.out_size_factor as f64;
+        // Raw values below the floor cannot score high enough: skip them before the activation.
+        let floor = candidate_floor(activation, score_threshold).unwrap_or(f32::NEG_INFINITY);
         let mut out = Vec::new();
         for (task, &label_offset) in tasks.iter().zip(&self.label_offsets) {
             let hm = &task.heatmap;
@@ -96,6 +98,9 @@ impl CenterHeatmapDecoder {
                 for y in 0..hm.height() {
                     for x in 0..hm.width() {
                         let v = hm.at(c, y, x);
+                        if floor > f32::NEG_INFINITY && (v < floor || v.is_nan()) {
+                            continue;
+                        }
                         let score = activate(v, activation);
                         if score.is_nan() || score < score_threshold || !self.is_peak(hm, c, y, x, v) {
                             continue;
@@ -180,5 +185,78 @@ mod tests {
         assert_abs_diff_eq!(b.l, 4.0, epsilon = 1e-5);
         assert_abs_diff_eq!(b.w, 1.0);
         assert_abs_diff_eq!(b.yaw, std::f64::consts::FRAC_PI_2, epsilon = 1e-9);
+    }
+
+    #[test]
+    fn the_threshold_pre_pass_keeps_exactly_the_peaks_of_a_full_decode() {
+        // Two tasks of random 9 × 7 maps with logits around the threshold's logit (and on it, one
+        // ulp either side, NaN): the same boxes, bit for bit and in order, as decoding every cell
+        // (threshold −∞ disables the pre-pass) and keeping those that score at least the threshold.
+        let tasks_config: Vec<CenterTask> = [vec!["car".to_string(), "truck".to_string()], vec!["ped".to_string()]]
+            .into_iter()
+            .map(|labels| CenterTask {
+                labels,
+                ..CenterTask::default()
+            })
+            .collect();
+        let config = CenterHeadConfig {
+            out_size_factor: 1,
+            tasks: tasks_config,
+            ..CenterHeadConfig::default()
+        };
+        let (w, h) = (9, 7);
+        let d = CenterHeatmapDecoder::new(&config, [-2.0, -2.0], [0.5, 0.5], (w, h));
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut unit = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 40) as f32 / (1u64 << 24) as f32
+        };
+        for threshold in [0.1f32, 0.5] {
+            let logit = (threshold / (1.0 - threshold)).ln();
+            for layout in [MapLayout::Nchw, MapLayout::Nhwc] {
+                let data: Vec<[Vec<f32>; 5]> = [2usize, 1]
+                    .into_iter()
+                    .map(|labels| {
+                        let mut heat: Vec<f32> = (0..labels * w * h).map(|_| logit + 4.0 * (unit() - 0.7)).collect();
+                        for (k, special) in [logit, logit.next_up(), logit.next_down(), f32::NAN]
+                            .into_iter()
+                            .enumerate()
+                        {
+                            heat[11 * k + 5] = special;
+                        }
+                        let mut other = |c: usize| (0..c * w * h).map(|_| unit() - 0.5).collect::<Vec<f32>>();
+                        [heat, other(2), other(1), other(3), other(2)]
+                    })
+                    .collect();
+                let maps: Vec<CenterTaskMaps> = data
+                    .iter()
+                    .zip([2usize, 1])
+                    .map(|(m, labels)| CenterTaskMaps {
+                        heatmap: HeadMap::new(&m[0], labels, h, w, layout).unwrap(),
+                        reg: HeadMap::new(&m[1], 2, h, w, layout).unwrap(),
+                        height: HeadMap::new(&m[2], 1, h, w, layout).unwrap(),
+                        dim: HeadMap::new(&m[3], 3, h, w, layout).unwrap(),
+                        rot: HeadMap::new(&m[4], 2, h, w, layout).unwrap(),
+                        vel: None,
+                    })
+                    .collect();
+                for activation in [ScoreActivation::Sigmoid, ScoreActivation::None] {
+                    let t = match activation {
+                        ScoreActivation::Sigmoid => threshold,
+                        ScoreActivation::None => logit,
+                    };
+                    let fast = d.decode(&maps, activation, t);
+                    let full: Vec<DecodedBox> = d
+                        .decode(&maps, activation, f32::NEG_INFINITY)
+                        .into_iter()
+                        .filter(|b| b.score >= t)
+                        .collect();
+                    assert!(!fast.is_empty(), "{threshold} {layout:?}");
+                    assert_eq!(fast, full, "{threshold} {layout:?} {activation:?}");
+                }
+            }
+        }
     }
 }

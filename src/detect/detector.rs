@@ -20,7 +20,7 @@ use super::manifest::{DecoderKind, DetectorManifest, EncoderLayout, ExecutionPro
 use super::pillarize::{PillarGrid, PillarRows, PillarSpec, Pillars, pillarize, pillarize_into};
 use super::postprocess::select_boxes;
 use super::runtime::{SessionOptions, TensorInfo, open_session_with, session_tensors};
-use super::scatter::{Canvas, EncodedPillars, scatter_into, scatter_to_canvas};
+use super::scatter::{Canvas, EncodedPillars, EncodedPillarsView, scatter_to_canvas, scatter_view_into};
 use crate::cloud::PointCloud;
 use crate::frame::ObjectClass;
 use crate::geometry::Box3;
@@ -113,13 +113,15 @@ impl SessionPool {
         })
     }
 
-    /// Runs the graph on whichever session is free and copies out the named f32 outputs.
-    fn run(
+    /// Runs the graph on whichever session is free and hands the named f32 outputs, still owned
+    /// by ONNX Runtime, to `use_outputs` (no copy; the session stays locked until it returns).
+    fn run<R>(
         &self,
         detector: &str,
         inputs: Vec<(Cow<'_, str>, SessionInputValue<'_>)>,
         outputs: &[&str],
-    ) -> Result<Vec<OutputTensor>, DetectError> {
+        use_outputs: impl FnOnce(&[OutputView<'_>]) -> Result<R, DetectError>,
+    ) -> Result<R, DetectError> {
         let fail = |reason: String| DetectError::Inference {
             detector: detector.to_string(),
             model: self.model.clone(),
@@ -140,7 +142,7 @@ impl SessionPool {
             }
         };
         let result = session.run(inputs).map_err(|e| fail(e.to_string()))?;
-        outputs
+        let views = outputs
             .iter()
             .map(|name| {
                 let value = result
@@ -149,21 +151,22 @@ impl SessionPool {
                 let (shape, data) = value
                     .try_extract_tensor::<f32>()
                     .map_err(|e| fail(format!("output `{name}`: {e}")))?;
-                Ok(OutputTensor {
-                    name: name.to_string(),
+                Ok(OutputView {
+                    name,
                     shape: shape.iter().copied().collect(),
-                    data: data.to_vec(),
+                    data,
                 })
             })
-            .collect()
+            .collect::<Result<Vec<_>, DetectError>>()?;
+        use_outputs(&views)
     }
 }
 
-/// One f32 output copied out of ONNX Runtime.
-struct OutputTensor {
-    name: String,
+/// One f32 output of a run, borrowed from ONNX Runtime.
+struct OutputView<'a> {
+    name: &'a str,
     shape: Vec<i64>,
-    data: Vec<f32>,
+    data: &'a [f32],
 }
 
 /// How the graphs of a detector are chained.
@@ -547,6 +550,21 @@ impl Detector {
 
     /// Runs the encoder graph (split pillar models only; `None` for single-graph models).
     pub fn encode(&self, pillars: &Pillars) -> Result<Option<EncodedPillars>, DetectError> {
+        self.with_encoded(pillars, |view| EncodedPillars {
+            data: view.data.to_vec(),
+            rows: view.rows,
+            channels: view.channels,
+            channel_major: view.channel_major,
+        })
+    }
+
+    /// Runs the encoder graph and hands its output, borrowed from ONNX Runtime, to `use_encoded`
+    /// (split pillar models only; `None` for single-graph models).
+    fn with_encoded<R>(
+        &self,
+        pillars: &Pillars,
+        use_encoded: impl FnOnce(EncodedPillarsView<'_>) -> R,
+    ) -> Result<Option<R>, DetectError> {
         let Plan::Split {
             encoder,
             encoder_input,
@@ -558,25 +576,27 @@ impl Detector {
         };
         let name = &self.manifest.name;
         let input = self.tensor_view(encoder, &pillars.shape, &pillars.features)?;
-        let mut out = encoder.run(name, vec![(encoder_input.as_str().into(), input)], &[encoder_output])?;
-        let out = out.remove(0);
-        let f = self.manifest.scatter.channels;
-        let channel_major = self.spec.layout == EncoderLayout::ChannelMajor;
-        if out.data.len() != pillars.rows * f {
-            return Err(DetectError::TensorMismatch {
-                detector: name.clone(),
-                model: encoder.model.clone(),
-                tensor: out.name,
-                expected: format!("{} values ({} pillars × {f} features)", pillars.rows * f, pillars.rows),
-                actual: format!("shape {}", shape_text(&out.shape)),
-            });
-        }
-        Ok(Some(EncodedPillars {
-            data: out.data,
-            rows: pillars.rows,
-            channels: f,
-            channel_major,
-        }))
+        let inputs = vec![(encoder_input.as_str().into(), input)];
+        encoder.run(name, inputs, &[encoder_output], |outputs| {
+            let f = self.manifest.scatter.channels;
+            let Some(out) = outputs.first().filter(|out| out.data.len() == pillars.rows * f) else {
+                return Err(DetectError::TensorMismatch {
+                    detector: name.clone(),
+                    model: encoder.model.clone(),
+                    tensor: encoder_output.clone(),
+                    expected: format!("{} values ({} pillars × {f} features)", pillars.rows * f, pillars.rows),
+                    actual: outputs
+                        .first()
+                        .map_or_else(|| "no output".into(), |out| format!("shape {}", shape_text(&out.shape))),
+                });
+            };
+            Ok(Some(use_encoded(EncodedPillarsView {
+                data: out.data,
+                rows: pillars.rows,
+                channels: f,
+                channel_major: self.spec.layout == EncoderLayout::ChannelMajor,
+            })))
+        })
     }
 
     /// Scatters encoder features onto the BEV canvas the head takes.
@@ -600,8 +620,14 @@ impl Detector {
             })
     }
 
-    /// Runs the head graph on a canvas (split) or the single graph on pillars, returning the head maps.
-    fn run_head(&self, pillars: &Pillars, canvas: Option<&Canvas>) -> Result<Vec<OutputTensor>, DetectError> {
+    /// Runs the head graph on a canvas (split) or the single graph on pillars and hands the head
+    /// maps, borrowed from ONNX Runtime, to `use_maps`.
+    fn run_head<R>(
+        &self,
+        pillars: &Pillars,
+        canvas: Option<&Canvas>,
+        use_maps: impl FnOnce(&[OutputView<'_>]) -> Result<R, DetectError>,
+    ) -> Result<R, DetectError> {
         let name = &self.manifest.name;
         let wanted: Vec<&str> = self.head_outputs.iter().map(|(n, _)| n.as_str()).collect();
         match &self.plan {
@@ -614,7 +640,7 @@ impl Detector {
                     });
                 };
                 let input = self.tensor_view(head, &canvas.shape, &canvas.data)?;
-                head.run(name, vec![(head_input.as_str().into(), input)], &wanted)
+                head.run(name, vec![(head_input.as_str().into(), input)], &wanted, use_maps)
             }
             Plan::Single {
                 graph,
@@ -663,13 +689,13 @@ impl Detector {
                     }
                     inputs.push((Cow::from(n.as_str()), int_tensor(counts, vec![rows], *as_i64)?));
                 }
-                graph.run(name, inputs, &wanted)
+                graph.run(name, inputs, &wanted, use_maps)
             }
         }
     }
 
     /// Decodes head maps into boxes, then score threshold, top-k and NMS.
-    fn decode(&self, outputs: &[OutputTensor]) -> Result<Vec<DecodedBox>, DetectError> {
+    fn decode(&self, outputs: &[OutputView<'_>]) -> Result<Vec<DecodedBox>, DetectError> {
         let layout = self.manifest.head.layout;
         let mut maps = Vec::with_capacity(outputs.len());
         for (out, (_, shape)) in outputs.iter().zip(&self.head_outputs) {
@@ -677,7 +703,7 @@ impl Detector {
                 MapLayout::Nchw => (shape[1], shape[2], shape[3]),
                 MapLayout::Nhwc => (shape[3], shape[1], shape[2]),
             };
-            let map = HeadMap::new(&out.data, c, h, w, layout).filter(|_| out.shape == dims(shape));
+            let map = HeadMap::new(out.data, c, h, w, layout).filter(|_| out.shape == dims(shape));
             let Some(map) = map else {
                 let model = match &self.plan {
                     Plan::Split { head, .. } => head.model.clone(),
@@ -686,7 +712,7 @@ impl Detector {
                 return Err(DetectError::TensorMismatch {
                     detector: self.manifest.name.clone(),
                     model,
-                    tensor: out.name.clone(),
+                    tensor: out.name.to_string(),
                     expected: format!("shape {}", shape_text(&dims(shape))),
                     actual: format!("shape {}", shape_text(&out.shape)),
                 });
@@ -753,27 +779,27 @@ impl Detector {
         })?;
         t.pillarize = start.elapsed();
 
+        // The encoder's output is scattered and the head's maps decoded while ONNX Runtime still
+        // owns them (no copy); the stage times are taken inside.
         let start = Instant::now();
-        let encoded = self.encode(pillars)?;
-        t.encoder = start.elapsed();
+        let (nx, ny) = self.manifest.grid_size();
+        let scattered = self.with_encoded(pillars, |encoded| {
+            t.encoder = start.elapsed();
+            let start = Instant::now();
+            scatter_view_into(encoded, &pillars.cells, nx, ny, self.manifest.scatter.layout, canvas);
+            t.scatter = start.elapsed();
+        })?;
+        let canvas = scattered.map(|()| &*canvas);
 
         let start = Instant::now();
-        let canvas = match &encoded {
-            Some(e) => {
-                let (nx, ny) = self.manifest.grid_size();
-                scatter_into(e, &pillars.cells, nx, ny, self.manifest.scatter.layout, canvas);
-                Some(&*canvas)
-            }
-            None => None,
-        };
-        t.scatter = start.elapsed();
-
+        let boxes = self.run_head(pillars, canvas, |maps| {
+            t.head = start.elapsed();
+            let start = Instant::now();
+            let boxes = self.decode(maps);
+            t.decode = start.elapsed();
+            boxes
+        })?;
         let start = Instant::now();
-        let outputs = self.run_head(pillars, canvas)?;
-        t.head = start.elapsed();
-
-        let start = Instant::now();
-        let boxes = self.decode(&outputs)?;
         let detections = boxes
             .into_iter()
             .map(|b| Detection {
@@ -787,7 +813,7 @@ impl Detector {
                 detector: self.manifest.name.clone(),
             })
             .collect();
-        t.decode = start.elapsed();
+        t.decode += start.elapsed();
         Ok((detections, t))
     }
 

@@ -35,6 +35,31 @@ impl<'a> HeadMap<'a> {
         }
     }
 
+    /// Calls `found(c, y · width + x)` for every value ≥ `floor`, in memory order (NaN never is).
+    pub fn for_each_at_least(&self, floor: f32, mut found: impl FnMut(usize, usize)) {
+        let cells = self.height * self.width;
+        match self.layout {
+            MapLayout::Nchw => {
+                for (c, plane) in self.data.chunks_exact(cells.max(1)).enumerate() {
+                    for (cell, &v) in plane.iter().enumerate() {
+                        if v >= floor {
+                            found(c, cell);
+                        }
+                    }
+                }
+            }
+            MapLayout::Nhwc => {
+                for (cell, values) in self.data.chunks_exact(self.channels.max(1)).enumerate() {
+                    for (c, &v) in values.iter().enumerate() {
+                        if v >= floor {
+                            found(c, cell);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     /// Channels.
     pub fn channels(&self) -> usize {
         self.channels
@@ -70,6 +95,21 @@ pub struct DecodedBox {
     pub score: f32,
     /// Velocity `(vx, vy)` in m/s where the head predicts one.
     pub velocity: Option<[f64; 2]>,
+}
+
+/// A raw head value below which [`activate`] cannot reach `threshold`, so decoders can skip such
+/// cells before computing the activation (and then apply the exact test to the rest); `None` when
+/// no such bound is safe (a threshold outside [10⁻⁴, 0.999] with the sigmoid, or not finite).
+pub fn candidate_floor(activation: ScoreActivation, threshold: f32) -> Option<f32> {
+    match activation {
+        ScoreActivation::None => threshold.is_finite().then_some(threshold),
+        ScoreActivation::Sigmoid if (1e-4..=0.999).contains(&threshold) => {
+            let t = threshold as f64;
+            // The logit, lowered well past the f32 sigmoid's rounding error at these thresholds.
+            Some(((t / (1.0 - t)).ln() - 0.01) as f32)
+        }
+        ScoreActivation::Sigmoid => None,
+    }
 }
 
 /// Applies the manifest's score activation.

@@ -28,4 +28,4 @@ pub use runtime::{
     OnnxModelInfo, RuntimeError, SessionOptions, TensorInfo, describe_model, find_onnxruntime, onnx_environment,
     open_session, open_session_with, session_tensors,
 };
-pub use scatter::{Canvas, EncodedPillars, scatter_into, scatter_to_canvas};
+pub use scatter::{Canvas, EncodedPillars, EncodedPillarsView, scatter_into, scatter_to_canvas, scatter_view_into};

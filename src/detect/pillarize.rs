@@ -116,7 +116,8 @@ pub enum PillarRows {
 
 /// A sweep's pillars, ready to feed to an encoder. Reusing one `Pillars` across sweeps
 /// ([`pillarize_into`]) keeps its buffers: only the rows and cells the last sweep touched are reset.
-#[derive(Debug, Clone, Default, PartialEq)]
+/// Two `Pillars` are equal when their tensor, shape, cells and counts are (scratch is not compared).
+#[derive(Debug, Clone, Default)]
 pub struct Pillars {
     /// Encoder input values in `shape`'s layout; padded slots and rows are zero.
     pub features: Vec<f32>,
@@ -137,6 +138,16 @@ pub struct Pillars {
     sums: Vec<PillarSum>,
     /// Points per row written by the previous sweep (the slots that may hold stale values).
     previous_num_points: Vec<u32>,
+}
+
+impl PartialEq for Pillars {
+    fn eq(&self, other: &Self) -> bool {
+        self.features == other.features
+            && self.shape == other.shape
+            && self.cells == other.cells
+            && self.num_points == other.num_points
+            && self.rows == other.rows
+    }
 }
 
 /// The running sum of a pillar's kept points and their count (one cache line holds four).
@@ -731,6 +742,45 @@ fn floor_below_2_pow_22(f: f32) -> u32 {
     r.wrapping_sub(u32::from(r as i32 as f32 > f))
 }
 
+/// Readies `out.features` for `shape` (`n_rows` rows of `m` slots of `c` channels in `layout`),
+/// keeping the invariant that every value is zero except the first `previous_num_points[p]` slots
+/// of row `p`. A trimmed tensor changes its row count every sweep; reallocating it each time (a
+/// fresh zeroed buffer of tens of MB) costs more in page faults than pillarising, so a change of
+/// the row count alone reuses the buffer: point-major rows keep their offsets (the buffer is
+/// truncated, or grown with zero rows); channel-major planes move, so last sweep's values are
+/// cleared at their old places first. Other shape changes allocate afresh.
+fn resize_features(out: &mut Pillars, shape: &[usize], layout: EncoderLayout, n_rows: usize, m: usize, c: usize) {
+    let len = n_rows * m * c;
+    if out.shape == shape && out.features.len() == len {
+        return;
+    }
+    let (old_rows, same_width) = match (layout, out.shape.as_slice()) {
+        (EncoderLayout::PointMajor, &[rows, om, oc]) => (rows, om == m && oc == c),
+        (EncoderLayout::ChannelMajor, &[1, oc, rows, om]) => (rows, om == m && oc == c),
+        _ => (0, false),
+    };
+    if !same_width || out.features.len() != old_rows * m * c {
+        out.features = vec![0.0; len];
+        out.previous_num_points.clear();
+        return;
+    }
+    if layout == EncoderLayout::ChannelMajor {
+        for plane in out.features.chunks_exact_mut(old_rows * m) {
+            for (p, &n) in out.previous_num_points.iter().enumerate().take(old_rows) {
+                if let Some(slots) = plane.get_mut(p * m..p * m + n as usize) {
+                    slots.fill(0.0);
+                }
+            }
+        }
+        out.previous_num_points.clear();
+    }
+    if len > out.features.capacity() {
+        // Room for a few larger sweeps before the next reallocation.
+        out.features.reserve_exact(len + len / 4 - out.features.len());
+    }
+    out.features.resize(len, 0.0);
+}
+
 /// Builds the encoder input for `cloud`: assigns points to pillars in point order (a pillar is
 /// created by its first point; pillars beyond the limit and points beyond a pillar's limit are
 /// dropped), then fills each kept point's channels. Rows (or channel planes) are built in parallel.
@@ -812,17 +862,17 @@ fn pillarize_with(
         EncoderLayout::PointMajor => vec![n_rows, m, c],
         EncoderLayout::ChannelMajor => vec![1, c, n_rows, m],
     };
-    if out.shape != shape || out.features.len() != n_rows * m * c {
-        out.features = vec![0.0; n_rows * m * c];
-        out.previous_num_points.clear();
-    } else if previous_count > count {
+    resize_features(out, &shape, spec.layout, n_rows, m, c);
+    if previous_count > count {
         // Rows filled last time and padding now must be zero again.
         let stale = count..previous_count.min(n_rows);
-        match spec.layout {
-            EncoderLayout::PointMajor => out.features[stale.start * m * c..stale.end * m * c].fill(0.0),
-            EncoderLayout::ChannelMajor => out.features.par_chunks_mut(n_rows * m).for_each(|plane| {
-                plane[stale.start * m..stale.end * m].fill(0.0);
-            }),
+        if !stale.is_empty() {
+            match spec.layout {
+                EncoderLayout::PointMajor => out.features[stale.start * m * c..stale.end * m * c].fill(0.0),
+                EncoderLayout::ChannelMajor => out.features.par_chunks_mut(n_rows * m).for_each(|plane| {
+                    plane[stale.start * m..stale.end * m].fill(0.0);
+                }),
+            }
         }
     }
     out.shape = shape;
@@ -990,6 +1040,52 @@ mod tests {
                 assert_eq!(reused.cells, fresh.cells);
                 assert_eq!(reused.num_points, fresh.num_points);
             }
+        }
+    }
+
+    #[test]
+    fn a_trimmed_point_major_tensor_keeps_its_buffer_when_only_the_pillar_count_changes() {
+        // 1, 12, 2, 10 pillars: the row count shrinks and grows; the values stay those of a fresh
+        // call and the buffer is not reallocated (a fresh one costs page faults every sweep).
+        let cloud_of = |cells: &[(f32, f32)]| {
+            let n = cells.len();
+            PointCloud::from_columns(
+                cells.iter().map(|c| c.0).collect(),
+                cells.iter().map(|c| c.1).collect(),
+                vec![0.25; n],
+                (0..n).map(|k| k as f32).collect(),
+            )
+            .unwrap()
+        };
+        let six: Vec<(f32, f32)> = (0..12).map(|k| (0.5 + (k % 4) as f32, -1.5 + (k / 4) as f32)).collect();
+        let clouds = [
+            cloud_of(&six[..1]),
+            cloud_of(&six),
+            cloud_of(&six[4..6]),
+            cloud_of(&six[2..]),
+        ];
+        for layout in [EncoderLayout::PointMajor, EncoderLayout::ChannelMajor] {
+            let s = spec(PillarFeatureOrder::Openpcdet, layout, 3, 16);
+            let mut reused = Pillars::default();
+            let mut buffers = Vec::new();
+            for cloud in &clouds {
+                pillarize_into(cloud, &s, PillarRows::Trim, &mut reused).unwrap();
+                let fresh = pillarize(cloud, &s, PillarRows::Trim).unwrap();
+                assert_eq!(reused.shape, fresh.shape, "{layout:?}");
+                let bits = |p: &Pillars| p.features.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&reused), bits(&fresh), "{layout:?}");
+                buffers.push(reused.features.as_ptr());
+            }
+            assert_eq!(reused.count(), 10, "{layout:?}");
+            // Equal to a fresh result although its scratch (cell table, slots, counts of the
+            // previous sweep) differs; a changed value is not.
+            let mut fresh = pillarize(&clouds[3], &s, PillarRows::Trim).unwrap();
+            assert_eq!(reused, fresh, "{layout:?}");
+            fresh.features[1] += 1.0;
+            assert_ne!(reused, fresh, "{layout:?}");
+            // The first sweep allocates, the second grows past it; the last two reuse it.
+            assert_eq!(buffers[1], buffers[2], "{layout:?}");
+            assert_eq!(buffers[2], buffers[3], "{layout:?}");
         }
     }
 

@@ -22,6 +22,37 @@ impl EncodedPillars {
     /// Feature `channel` of pillar `row`.
     #[inline]
     pub fn get(&self, row: usize, channel: usize) -> f32 {
+        self.view().get(row, channel)
+    }
+
+    /// A borrowed view of the same features.
+    pub fn view(&self) -> EncodedPillarsView<'_> {
+        EncodedPillarsView {
+            data: &self.data,
+            rows: self.rows,
+            channels: self.channels,
+            channel_major: self.channel_major,
+        }
+    }
+}
+
+/// The encoder's per-pillar features, borrowed (e.g. straight from an ONNX Runtime output).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct EncodedPillarsView<'a> {
+    /// Feature values.
+    pub data: &'a [f32],
+    /// Rows (pillars, including padding) in `data`.
+    pub rows: usize,
+    /// Features per pillar.
+    pub channels: usize,
+    /// `data` is channel-major (`[1, C, N(, 1)]`) rather than pillar-major (`[N(, 1), C]`).
+    pub channel_major: bool,
+}
+
+impl EncodedPillarsView<'_> {
+    /// Feature `channel` of pillar `row`.
+    #[inline]
+    pub fn get(&self, row: usize, channel: usize) -> f32 {
         if self.channel_major {
             self.data[channel * self.rows + row]
         } else {
@@ -34,8 +65,9 @@ impl EncodedPillars {
 const CHANNEL_GROUP: usize = 16;
 
 /// A BEV canvas `[1, C, ny, nx]` (NCHW) or `[1, ny, nx, C]` (NHWC). Reusing one across sweeps
-/// ([`scatter_into`]) clears only the cells the last sweep wrote.
-#[derive(Debug, Clone, Default, PartialEq)]
+/// ([`scatter_into`]) clears only the cells the last sweep wrote. Two canvases are equal when
+/// their shape and values are (the reuse buffers are not compared).
+#[derive(Debug, Clone, Default)]
 pub struct Canvas {
     /// Values in `shape`'s layout; cells without a pillar are zero.
     pub data: Vec<f32>,
@@ -47,6 +79,12 @@ pub struct Canvas {
     order: Vec<u32>,
     /// Start of each canvas row's pillars in `order` (reused buffer).
     row_starts: Vec<u32>,
+}
+
+impl PartialEq for Canvas {
+    fn eq(&self, other: &Self) -> bool {
+        self.shape == other.shape && self.data == other.data
+    }
 }
 
 /// Fills `order` with the indices of the `cells` inside the `nx × ny` grid, sorted by row (a
@@ -94,8 +132,26 @@ pub fn scatter_into(
     layout: MapLayout,
     canvas: &mut Canvas,
 ) {
+    scatter_view_into(encoded.view(), cells, nx, ny, layout, canvas);
+}
+
+/// As [`scatter_into`], from borrowed features (no copy of an ONNX Runtime output needed).
+/// Rows beyond what `data` holds are treated as absent.
+pub fn scatter_view_into(
+    encoded: EncodedPillarsView<'_>,
+    cells: &[(u32, u32)],
+    nx: usize,
+    ny: usize,
+    layout: MapLayout,
+    canvas: &mut Canvas,
+) {
     let c = encoded.channels;
-    let count = cells.len().min(encoded.rows);
+    let rows = if encoded.data.len() >= encoded.rows * c {
+        encoded.rows
+    } else {
+        0
+    };
+    let count = cells.len().min(rows);
     let shape = match layout {
         MapLayout::Nchw => [1, c, ny, nx],
         MapLayout::Nhwc => [1, ny, nx, c],
@@ -277,5 +333,59 @@ mod tests {
                 assert_eq!(reused.data, naive(&encoded, few, nx, ny, layout), "reuse {layout:?}");
             }
         }
+    }
+
+    #[test]
+    fn canvases_compare_by_shape_and_values_only() {
+        let encoded = EncodedPillars {
+            data: vec![1.0, 2.0, 3.0, 4.0],
+            rows: 2,
+            channels: 2,
+            channel_major: false,
+        };
+        // The same canvas reached by two histories: its reuse buffers (cells written, row order)
+        // differ, its data and shape do not.
+        let direct = scatter_to_canvas(&encoded, &[(0, 0), (2, 1)], 3, 2, MapLayout::Nchw);
+        let mut reused = scatter_to_canvas(&encoded, &[(1, 1)], 3, 2, MapLayout::Nchw);
+        scatter_into(&encoded, &[(0, 0), (2, 1)], 3, 2, MapLayout::Nchw, &mut reused);
+        let mut empty_history = Canvas {
+            data: direct.data.clone(),
+            shape: direct.shape,
+            ..Canvas::default()
+        };
+        assert_eq!(reused, direct);
+        assert_eq!(empty_history, direct);
+        // A different value, or the same values under another shape, is a different canvas.
+        empty_history.data[2] = 9.0;
+        assert_ne!(empty_history, direct);
+        let transposed = Canvas {
+            data: direct.data.clone(),
+            shape: [1, 2, 3, 2],
+            ..Canvas::default()
+        };
+        assert_ne!(transposed, direct);
+    }
+
+    #[test]
+    fn a_borrowed_view_scatters_like_the_owned_features_and_short_data_scatters_nothing() {
+        let data: Vec<f32> = (0..3 * 5).map(|k| k as f32 + 0.5).collect();
+        let encoded = EncodedPillars {
+            data: data.clone(),
+            rows: 5,
+            channels: 3,
+            channel_major: true,
+        };
+        let cells = [(3, 0), (0, 2), (1, 1)];
+        let owned = scatter_to_canvas(&encoded, &cells, 4, 3, MapLayout::Nhwc);
+        let mut viewed = Canvas::default();
+        scatter_view_into(encoded.view(), &cells, 4, 3, MapLayout::Nhwc, &mut viewed);
+        assert_eq!(viewed, owned);
+        assert_eq!(viewed.data[(2 * 4) * 3 + 1], encoded.get(1, 1));
+        let short = EncodedPillarsView {
+            data: &data[..10],
+            ..encoded.view()
+        };
+        scatter_view_into(short, &cells, 4, 3, MapLayout::Nhwc, &mut viewed);
+        assert!(viewed.data.iter().all(|v| *v == 0.0));
     }
 }
