@@ -19,6 +19,21 @@ pub enum AssociationMetric {
     CenterDistance,
 }
 
+/// How a track is judged static (both compare a displacement with `static_max_displacement_m`
+/// and a per-axis BEV centre variance with `static_max_variance_m2`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StaticTest {
+    /// MS3D: the first and last detections' centres, and the mean squared deviation from the
+    /// mean centre.
+    Ms3d,
+    /// The same statistics made robust to a minority of off-centre boxes (few-point objects
+    /// seen from one side): score-weighted median centres of the first and last
+    /// min(10, ⌈n/3⌉) detections, and the median squared distance from the median centre
+    /// divided by 2 ln 2 (the per-axis variance under Gaussian noise).
+    Robust,
+}
+
 /// Which passes run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -75,6 +90,8 @@ pub struct ClassTrackConfig {
     pub rigid: bool,
     /// Observations at or above this score set a rigid track's size (median); default 0.5.
     pub size_min_score: f64,
+    /// How a track is judged static; default `robust`.
+    pub static_test: StaticTest,
     /// A track whose first-to-last observed BEV centres are closer than this is a static
     /// candidate (m); default 1.0 (MS3D).
     pub static_max_displacement_m: f64,
@@ -152,6 +169,7 @@ impl Default for ClassTrackConfig {
             initial_velocity_std_mps: 10.0,
             rigid: true,
             size_min_score: 0.5,
+            static_test: StaticTest::Robust,
             static_max_displacement_m: 1.0,
             static_max_variance_m2: 0.1,
             min_observations: 3,

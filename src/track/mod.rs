@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 use thiserror::Error;
 
 pub use association::{Candidate, assign};
-pub use config::{AssociationMetric, ClassTrackConfig, TrackConfig, TrackMode, TrackingProfiles};
+pub use config::{AssociationMetric, ClassTrackConfig, StaticTest, TrackConfig, TrackMode, TrackingProfiles};
 pub use input::{TrackFrame, TrackInputBox};
 pub use kalman::{CvFilter, FilterStep, flip_near, rts_smooth, unwrap_near};
 pub use output::{BoxOrigin, Consolidation, MotionState, TrackSummary, TrackedBox};

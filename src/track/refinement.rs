@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::f64::consts::{FRAC_PI_2, PI};
 
 use super::association::{Candidate, assign};
-use super::config::ClassTrackConfig;
+use super::config::{ClassTrackConfig, StaticTest};
 use super::evidence::Evidence;
 use super::input::{PreparedSequence, TrackFrame, WorldDetection};
 use super::kalman::{CvFilter, FilterStep, flip_near, rts_smooth};
@@ -449,6 +449,57 @@ fn track_score(scores: impl Iterator<Item = f64>, c: &ClassTrackConfig) -> f64 {
     sum / n as f64 * (n as f64 / c.full_score_observations.max(1) as f64).min(1.0)
 }
 
+/// Whether a track's detections (in frame order) are one static object: small displacement
+/// between its ends and small centre spread, by `static_test`.
+fn is_static_track(obs: &[(usize, &WorldDetection)], c: &ClassTrackConfig) -> bool {
+    let n = obs.len();
+    let (Some(first), Some(last)) = (obs.first(), obs.last()) else {
+        return false;
+    };
+    if n < 2 {
+        return false;
+    }
+    let centre = |o: &(usize, &WorldDetection)| [o.1.box_in_world.x, o.1.box_in_world.y];
+    let (displacement, variance) = match c.static_test {
+        StaticTest::Ms3d => {
+            let (a, b) = (centre(first), centre(last));
+            let mean = obs.iter().map(centre).fold([0.0; 2], |m, p| [m[0] + p[0], m[1] + p[1]]);
+            let mean = [mean[0] / n as f64, mean[1] / n as f64];
+            let variance = obs
+                .iter()
+                .map(|o| {
+                    let p = centre(o);
+                    0.5 * ((p[0] - mean[0]).powi(2) + (p[1] - mean[1]).powi(2))
+                })
+                .sum::<f64>()
+                / n as f64;
+            ((b[0] - a[0]).hypot(b[1] - a[1]), variance)
+        }
+        StaticTest::Robust => {
+            let median_centre = |part: &[(usize, &WorldDetection)]| {
+                let axis =
+                    |k: usize| weighted_median(part.iter().map(|o| (centre(o)[k], o.1.score.max(1e-3))).collect());
+                [axis(0), axis(1)]
+            };
+            let k = n.div_ceil(3).min(STITCH_END_WINDOW);
+            let (a, b) = (median_centre(&obs[..k]), median_centre(&obs[n - k..]));
+            let m = median_centre(obs);
+            let squared = obs
+                .iter()
+                .map(|o| {
+                    let p = centre(o);
+                    ((p[0] - m[0]).powi(2) + (p[1] - m[1]).powi(2), 1.0)
+                })
+                .collect();
+            (
+                (b[0] - a[0]).hypot(b[1] - a[1]),
+                weighted_median(squared) / (2.0 * std::f64::consts::LN_2),
+            )
+        }
+    };
+    displacement < c.static_max_displacement_m && variance < c.static_max_variance_m2
+}
+
 /// Refines one observation group; `None` when the track is dropped (short and weak, or weak).
 pub(crate) fn refine_group(
     group: &BTreeMap<usize, usize>,
@@ -519,19 +570,7 @@ pub(crate) fn refine_group(
         median_of(&|b| b.h, true),
     ];
 
-    // Static test (MS3D): small first-to-last displacement and small centre spread.
-    let (fb, lb) = (&first_obs.1.box_in_world, &last_obs.1.box_in_world);
-    let displacement = (lb.x - fb.x).hypot(lb.y - fb.y);
-    let (mx, my) = (
-        obs.iter().map(|o| o.1.box_in_world.x).sum::<f64>() / n as f64,
-        obs.iter().map(|o| o.1.box_in_world.y).sum::<f64>() / n as f64,
-    );
-    let variance = obs
-        .iter()
-        .map(|o| 0.5 * ((o.1.box_in_world.x - mx).powi(2) + (o.1.box_in_world.y - my).powi(2)))
-        .sum::<f64>()
-        / n as f64;
-    let is_static = n >= 2 && displacement < c.static_max_displacement_m && variance < c.static_max_variance_m2;
+    let is_static = is_static_track(&obs, c);
 
     let blend = |s: f64| c.detection_score_weight * s + (1.0 - c.detection_score_weight) * score;
     if is_static {
@@ -837,6 +876,16 @@ pub(crate) fn absorb_into_static(
             )
         };
         let length_width = [robust(&|x| x.l), robust(&|x| x.w)];
+        // Every box of the track lies within `reach` of `centre`: a static box whose bounding
+        // circle stays farther away overlaps none of them (IoU 0), without computing any IoU.
+        let centre = [robust(&|x| x.x), robust(&|x| x.y)];
+        let reach = detected[b]
+            .iter()
+            .map(|(&f, &d)| {
+                let x = &detection(f, d).box_in_world;
+                (x.x - centre[0]).hypot(x.y - centre[1]) + 0.5 * x.l.hypot(x.w)
+            })
+            .fold(0.0, f64::max);
         let mut best: Option<(f64, usize)> = None;
         for a in 0..plans.len() {
             let plan = &plans[a];
@@ -850,6 +899,9 @@ pub(crate) fn absorb_into_static(
             ) else {
                 continue;
             };
+            if (fused.x - centre[0]).hypot(fused.y - centre[1]) > reach + 0.5 * fused.l.hypot(fused.w) {
+                continue;
+            }
             let inside = a_first <= first && last <= a_last;
             let outside = last < a_first || a_last < first;
             if !(inside || (outside && detected[a].len() >= detected[b].len()))
@@ -956,6 +1008,63 @@ mod tests {
         let joined: Vec<(usize, usize)> = groups[0].iter().map(|(&f, &d)| (f, d)).collect();
         assert_eq!(joined, vec![(0, 0), (1, 0), (2, 0), (3, 0), (5, 0), (6, 0)]);
         assert_eq!(groups[1].len(), 5);
+    }
+
+    fn detections_at(centres: &[[f64; 2]]) -> Vec<WorldDetection> {
+        centres
+            .iter()
+            .enumerate()
+            .map(|(index, c)| WorldDetection {
+                box_in_world: Box3::new(c[0], c[1], 0.8, 4.5, 1.9, 1.6, 0.0),
+                score: 0.7,
+                index,
+            })
+            .collect()
+    }
+
+    fn judged_static(centres: &[[f64; 2]], test: StaticTest) -> bool {
+        let detections = detections_at(centres);
+        let obs: Vec<(usize, &WorldDetection)> = detections.iter().enumerate().collect();
+        let c = ClassTrackConfig {
+            static_test: test,
+            ..ClassTrackConfig::default()
+        };
+        is_static_track(&obs, &c)
+    }
+
+    /// Nine boxes on the spot and a last one 2 m off (a partial view): MS3D's first-to-last
+    /// displacement (2 m) calls it moving; the robust ends (medians of 4) and spread do not.
+    /// A car moving 0.5 m per frame is moving by both tests.
+    #[test]
+    fn robust_static_test_ignores_one_off_centre_box() {
+        let mut parked = vec![[10.0, 5.0]; 9];
+        parked.push([12.0, 5.0]);
+        assert!(!judged_static(&parked, StaticTest::Ms3d));
+        assert!(judged_static(&parked, StaticTest::Robust));
+        let moving: Vec<[f64; 2]> = (0..10).map(|i| [0.5 * i as f64, 0.0]).collect();
+        assert!(!judged_static(&moving, StaticTest::Ms3d));
+        assert!(!judged_static(&moving, StaticTest::Robust));
+    }
+
+    /// Robust spread by hand: ends and median at the origin (displacement 0); squared distances
+    /// {0 ×3, 0.2 ×4}, lower median 0.2, over 2 ln 2 → 0.144 m² > 0.1: not static. With 0.12 m²
+    /// the estimate is 0.087 < 0.1: static.
+    #[test]
+    fn robust_static_spread_is_the_median_squared_distance_over_2_ln_2() {
+        let spread = |d2: f64| {
+            let r = d2.sqrt();
+            vec![
+                [0.0, 0.0],
+                [r, 0.0],
+                [0.0, 0.0],
+                [-r, 0.0],
+                [0.0, r],
+                [0.0, 0.0],
+                [0.0, -r],
+            ]
+        };
+        assert!(!judged_static(&spread(0.2), StaticTest::Robust));
+        assert!(judged_static(&spread(0.12), StaticTest::Robust));
     }
 
     #[test]
