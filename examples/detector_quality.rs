@@ -22,7 +22,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use boxlayer::detect::{Detector, StageTimings};
-use boxlayer::eval::{ClassThresholds, DetectionConfig, EvalBox, FrameKey, IouKind, ThresholdRule, evaluate_detection};
+use boxlayer::eval::{ClassThresholds, DetectionConfig, EvalBox, FrameKey, ThresholdRule, evaluate_detection};
 use boxlayer::sim::{SimConfig, Simulator};
 use boxlayer::{ObjectClass, Platform};
 use clap::Parser;
@@ -61,17 +61,8 @@ const NEAR_MIN_SCORE: f32 = 0.3;
 
 fn detection_config() -> DetectionConfig {
     DetectionConfig {
-        iou_kinds: vec![IouKind::Bev],
-        thresholds: ClassThresholds {
-            vehicle: vec![0.7, 0.5],
-            pedestrian: vec![0.5, 0.25],
-            cyclist: vec![0.5, 0.25],
-            unknown: Vec::new(),
-        },
         ignore_zero_point_gt: true,
-        range_bins_m: Vec::new(),
-        point_bins: Vec::new(),
-        ..DetectionConfig::default()
+        ..DetectionConfig::bev_only(ClassThresholds::default())
     }
 }
 

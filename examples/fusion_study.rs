@@ -18,7 +18,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::Context;
-use boxlayer::eval::{ClassThresholds, DetectionConfig, EvalBox, FrameKey, IouKind, ThresholdRule, evaluate_detection};
+use boxlayer::eval::{ClassThresholds, DetectionConfig, EvalBox, FrameKey, ThresholdRule, evaluate_detection};
 use boxlayer::fuse::{Bandwidth, CentreEstimate, ClassFusionConfig, Fuser, FusionConfig, FusionMethod, YawEstimate};
 use boxlayer::sim::{NoisySequence, SimConfig, simulate_noisy_sequence, standard_detector_profiles};
 use boxlayer::{ObjectClass, Platform};
@@ -64,18 +64,12 @@ const PLATFORMS: [Platform; 3] = [Platform::Vehicle, Platform::Drone, Platform::
 const CLASSES: [ObjectClass; 3] = [ObjectClass::Vehicle, ObjectClass::Pedestrian, ObjectClass::Cyclist];
 
 fn detection_config() -> DetectionConfig {
-    DetectionConfig {
-        iou_kinds: vec![IouKind::Bev],
-        thresholds: ClassThresholds {
-            vehicle: vec![0.7],
-            pedestrian: vec![0.5],
-            cyclist: vec![0.5],
-            unknown: Vec::new(),
-        },
-        range_bins_m: Vec::new(),
-        point_bins: Vec::new(),
-        ..DetectionConfig::default()
-    }
+    DetectionConfig::bev_only(
+        ClassThresholds::none()
+            .with(ObjectClass::Vehicle, vec![0.7])
+            .with(ObjectClass::Pedestrian, vec![0.5])
+            .with(ObjectClass::Cyclist, vec![0.5]),
+    )
 }
 
 /// BEV AP R40 per class in `CLASSES` order (`None` without GT of that class).

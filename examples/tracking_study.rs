@@ -13,7 +13,7 @@ use anyhow::{Context, Result};
 use boxlayer::PointCloud;
 use boxlayer::detect::Detection;
 use boxlayer::eval::{
-    ClassThresholds, DetectionConfig, EvalBox, FrameKey, IouKind, ThresholdRule, TrackingConfig, evaluate_detection,
+    ClassThresholds, DetectionConfig, EvalBox, FrameKey, ThresholdRule, TrackingConfig, evaluate_detection,
     evaluate_tracking,
 };
 use boxlayer::frame::{ObjectClass, Platform};
@@ -185,16 +185,11 @@ struct Row {
 }
 
 fn measure(gt: &[EvalBox], pred: &[EvalBox], tracked: bool, details: bool) -> Row {
-    let detection = DetectionConfig {
-        iou_kinds: vec![IouKind::Bev],
-        thresholds: ClassThresholds {
-            vehicle: vec![0.7],
-            pedestrian: vec![0.5],
-            cyclist: Vec::new(),
-            unknown: Vec::new(),
-        },
-        ..DetectionConfig::default()
-    };
+    let detection = DetectionConfig::bev_only(
+        ClassThresholds::none()
+            .with(ObjectClass::Vehicle, vec![0.7])
+            .with(ObjectClass::Pedestrian, vec![0.5]),
+    );
     let results = evaluate_detection(gt, pred, &detection, ThresholdRule::Strict);
     let of = |class: ObjectClass| results.iter().find(|r| r.class == class);
     let ap = |class| of(class).and_then(|r| r.ap_r40).unwrap_or(0.0);

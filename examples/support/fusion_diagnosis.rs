@@ -8,8 +8,7 @@ use std::collections::BTreeMap;
 
 use boxlayer::ObjectClass;
 use boxlayer::eval::{
-    ClassThresholds, DetectionConfig, EvalBox, FrameKey, IouKind, MatchOutcome, ThresholdRule, evaluate_detection,
-    match_frame,
+    ClassThresholds, DetectionConfig, EvalBox, FrameKey, MatchOutcome, ThresholdRule, evaluate_detection, match_frame,
 };
 use boxlayer::geometry::{iou_bev, wrap_angle};
 
@@ -82,25 +81,7 @@ fn mean(v: &[f64]) -> f64 {
 
 /// (threshold, AP R40, recall, all-point AP) per threshold.
 fn ap_at(gt: &[EvalBox], pred: &[EvalBox], class: ObjectClass, thresholds: Vec<f64>) -> Vec<(f64, f64, f64, f64)> {
-    let mut t = ClassThresholds {
-        vehicle: Vec::new(),
-        pedestrian: Vec::new(),
-        cyclist: Vec::new(),
-        unknown: Vec::new(),
-    };
-    match class {
-        ObjectClass::Vehicle => t.vehicle = thresholds,
-        ObjectClass::Pedestrian => t.pedestrian = thresholds,
-        ObjectClass::Cyclist => t.cyclist = thresholds,
-        ObjectClass::Unknown => t.unknown = thresholds,
-    }
-    let config = DetectionConfig {
-        iou_kinds: vec![IouKind::Bev],
-        thresholds: t,
-        range_bins_m: Vec::new(),
-        point_bins: Vec::new(),
-        ..DetectionConfig::default()
-    };
+    let config = DetectionConfig::bev_only(ClassThresholds::none().with(class, thresholds));
     evaluate_detection(gt, pred, &config, ThresholdRule::Strict)
         .iter()
         .filter(|r| r.class == class)

@@ -10,7 +10,7 @@ use super::{DemoError, write_file};
 use crate::cloud::PointCloud;
 use crate::eval::input::to_json_line;
 use crate::eval::{
-    ClassThresholds, DetectionConfig, EvalBox, FrameKey, IouKind, ThresholdRule, TrackingConfig, evaluate_detection,
+    ClassThresholds, DetectionConfig, EvalBox, FrameKey, ThresholdRule, TrackingConfig, evaluate_detection,
     evaluate_tracking,
 };
 use crate::frame::{ObjectClass, Platform};
@@ -176,18 +176,11 @@ fn eval_box(
 
 /// BEV AP R40, vehicles at IoU 0.7 and pedestrians at 0.5 (strict `>`).
 fn bev_ap(truth: &[EvalBox], predicted: &[EvalBox]) -> VehiclePedestrianAp {
-    let config = DetectionConfig {
-        iou_kinds: vec![IouKind::Bev],
-        thresholds: ClassThresholds {
-            vehicle: vec![0.7],
-            pedestrian: vec![0.5],
-            cyclist: Vec::new(),
-            unknown: Vec::new(),
-        },
-        range_bins_m: Vec::new(),
-        point_bins: Vec::new(),
-        ..DetectionConfig::default()
-    };
+    let config = DetectionConfig::bev_only(
+        ClassThresholds::none()
+            .with(ObjectClass::Vehicle, vec![0.7])
+            .with(ObjectClass::Pedestrian, vec![0.5]),
+    );
     let results = evaluate_detection(truth, predicted, &config, ThresholdRule::Strict);
     [ObjectClass::Vehicle, ObjectClass::Pedestrian]
         .map(|class| results.iter().find(|r| r.class == class).and_then(|r| r.ap_r40))

@@ -301,13 +301,7 @@ mod tests {
         let (w, h) = (6, 5);
         let d = AnchorDecoder::new(&config(), [0.0, -4.0, -3.0, 8.0, 4.0, 1.0], w, h);
         let (nc, nb, nd) = d.channels();
-        let mut state = 0x2545_f491_4f6c_dd1du64;
-        let mut unit = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state >> 40) as f32 / (1u64 << 24) as f32
-        };
+        let mut unit = crate::detect::test_rng::unit_floats(0x2545_f491_4f6c_dd1du64);
         for threshold in [0.1f32, 0.3, 0.5, 0.9] {
             let logit = (threshold / (1.0 - threshold)).ln();
             for layout in [MapLayout::Nchw, MapLayout::Nhwc] {

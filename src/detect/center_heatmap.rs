@@ -206,13 +206,7 @@ mod tests {
         };
         let (w, h) = (9, 7);
         let d = CenterHeatmapDecoder::new(&config, [-2.0, -2.0], [0.5, 0.5], (w, h));
-        let mut state = 0x9e37_79b9_7f4a_7c15u64;
-        let mut unit = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state >> 40) as f32 / (1u64 << 24) as f32
-        };
+        let mut unit = crate::detect::test_rng::unit_floats(0x9e37_79b9_7f4a_7c15u64);
         for threshold in [0.1f32, 0.5] {
             let logit = (threshold / (1.0 - threshold)).ln();
             for layout in [MapLayout::Nchw, MapLayout::Nhwc] {

@@ -14,6 +14,8 @@ mod pillarize;
 mod postprocess;
 mod runtime;
 mod scatter;
+#[cfg(test)]
+mod test_rng;
 
 pub use anchor::{Anchor, AnchorDecoder, limit_period};
 pub use center_heatmap::{CenterHeatmapDecoder, CenterTaskMaps};

@@ -1113,13 +1113,7 @@ mod tests {
     #[test]
     fn fixed_width_writers_match_the_generic_writer_bit_for_bit() {
         // 2,000 points, many per 1 m cell (points dropped), 20 cells for 12 pillars (pillars dropped).
-        let mut state = 0x9e37_79b9_7f4a_7c15u64;
-        let mut unit = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state >> 40) as f32 / (1u64 << 24) as f32
-        };
+        let mut unit = crate::detect::test_rng::unit_floats(0x9e37_79b9_7f4a_7c15u64);
         let mut columns: [Vec<f32>; 5] = Default::default();
         for _ in 0..2000 {
             columns[0].push(-0.5 + 5.0 * unit());

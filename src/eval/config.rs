@@ -86,6 +86,27 @@ impl Default for ClassThresholds {
 }
 
 impl ClassThresholds {
+    /// No class evaluated (every list empty).
+    pub fn none() -> Self {
+        Self {
+            vehicle: Vec::new(),
+            pedestrian: Vec::new(),
+            cyclist: Vec::new(),
+            unknown: Vec::new(),
+        }
+    }
+
+    /// These thresholds with `class`'s list replaced by `thresholds`.
+    pub fn with(mut self, class: ObjectClass, thresholds: Vec<f64>) -> Self {
+        *match class {
+            ObjectClass::Vehicle => &mut self.vehicle,
+            ObjectClass::Pedestrian => &mut self.pedestrian,
+            ObjectClass::Cyclist => &mut self.cyclist,
+            ObjectClass::Unknown => &mut self.unknown,
+        } = thresholds;
+        self
+    }
+
     /// The thresholds of one class.
     pub fn of(&self, class: ObjectClass) -> &[f64] {
         match class {
@@ -124,6 +145,19 @@ impl Default for DetectionConfig {
             ignore_zero_point_gt: false,
             range_bins_m: vec![0.0, 30.0, 50.0],
             point_bins: vec![0, 1, 100, 900],
+        }
+    }
+}
+
+impl DetectionConfig {
+    /// BEV AP only, at `thresholds`, without range or points-in-box bins; other fields default.
+    pub fn bev_only(thresholds: ClassThresholds) -> Self {
+        Self {
+            iou_kinds: vec![IouKind::Bev],
+            thresholds,
+            range_bins_m: Vec::new(),
+            point_bins: Vec::new(),
+            ..Self::default()
         }
     }
 }
@@ -245,6 +279,21 @@ impl EvalConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bev_only_evaluates_just_the_listed_classes_in_bev_without_bins() {
+        let t = ClassThresholds::none()
+            .with(ObjectClass::Vehicle, vec![0.7])
+            .with(ObjectClass::Pedestrian, vec![0.5]);
+        assert_eq!(t.of(ObjectClass::Vehicle), &[0.7]);
+        assert_eq!(t.of(ObjectClass::Pedestrian), &[0.5]);
+        assert!(t.of(ObjectClass::Cyclist).is_empty() && t.of(ObjectClass::Unknown).is_empty());
+        let c = DetectionConfig::bev_only(t.clone());
+        assert_eq!(c.iou_kinds, vec![IouKind::Bev]);
+        assert_eq!(c.thresholds, t);
+        assert!(c.range_bins_m.is_empty() && c.point_bins.is_empty());
+        assert_eq!(c.recall_score, DetectionConfig::default().recall_score);
+    }
 
     #[test]
     fn empty_toml_gives_defaults_and_unknown_fields_are_rejected() {

@@ -122,11 +122,12 @@ pub struct ClassTrackConfig {
     /// …and whose robust lengths and widths differ by at most this factor (unitless, ≥ 1);
     /// default 1.25.
     pub reid_max_size_ratio: f64,
-    /// A track lying inside a static track's span, never detected in a frame where the static
-    /// track is, with lengths and widths within `reid_max_size_ratio` of its size, whose
-    /// detections overlap its fused box at a median BEV IoU above this, is that object's other
-    /// detections (a partial view pulls a sparse parked car's box off its centre) and joins it
-    /// (unitless, 0…1; 1 disables); default 0.3.
+    /// A track never detected in a frame where a static track is, with lengths and widths
+    /// within `reid_max_size_ratio` of its size, whose detections overlap its fused box at a
+    /// median BEV IoU above this, and which lies inside its detected span (or before or after
+    /// it, with no more detections), is that object's other detections (a partial view pulls a
+    /// sparse parked car's box off its centre) and joins it (unitless, 0…1; 1 disables);
+    /// default 0.3.
     pub static_absorb_min_iou: f64,
     /// Frames a dynamic track may be extended past each end on points evidence; default 10 (CTRL).
     pub extension_max_frames: u32,

@@ -886,7 +886,7 @@ pub(crate) fn absorb_into_static(
                 (x.x - centre[0]).hypot(x.y - centre[1]) + 0.5 * x.l.hypot(x.w)
             })
             .fold(0.0, f64::max);
-        let mut best: Option<(f64, usize)> = None;
+        let mut best: Option<(f64, usize, Box3)> = None;
         for a in 0..plans.len() {
             let plan = &plans[a];
             if a == b || absorbed[a] || plan.motion != MotionState::Static {
@@ -922,11 +922,11 @@ pub(crate) fn absorb_into_static(
                     .map(|(&f, &d)| (iou_bev(&detection(f, d).box_in_world, &fused), 1.0))
                     .collect(),
             );
-            if overlap > c.static_absorb_min_iou && best.is_none_or(|(o, _)| overlap > o) {
-                best = Some((overlap, a));
+            if overlap > c.static_absorb_min_iou && best.is_none_or(|(o, _, _)| overlap > o) {
+                best = Some((overlap, a, fused));
             }
         }
-        let Some((_, a)) = best else {
+        let Some((_, a, fused)) = best else {
             continue;
         };
         absorbed[b] = true;
@@ -934,7 +934,6 @@ pub(crate) fn absorb_into_static(
         detected[a].extend(moved);
         let group = &detected[a];
         let target = &mut plans[a];
-        let fused = target.boxes[0].box_in_world;
         target.score = track_score(group.iter().map(|(&f, &d)| detection(f, d).score), c);
         target.num_detected = group.len();
         target.boxes = static_boxes(group, &fused, target.score, evidence, sequence, class_index, c);
