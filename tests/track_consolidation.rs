@@ -81,6 +81,15 @@ fn points_of(b: &Box3) -> Vec<[f64; 3]> {
     out
 }
 
+/// The frames of the output boxes of one origin, in output order.
+fn frames_of(out: &Consolidation, origin: BoxOrigin) -> Vec<usize> {
+    out.boxes
+        .iter()
+        .filter(|b| b.origin == origin)
+        .map(|b| b.frame)
+        .collect()
+}
+
 fn ids(out: &Consolidation) -> BTreeSet<u32> {
     out.boxes.iter().map(|b| b.track_id).collect()
 }
@@ -321,12 +330,7 @@ fn dynamic_track_is_extended_while_points_show_it() {
         .collect();
     let out = consolidate(&frames, &TrackConfig::default()).unwrap();
     assert_eq!(out.tracks.len(), 1);
-    let extended: Vec<usize> = out
-        .boxes
-        .iter()
-        .filter(|b| b.origin == BoxOrigin::Extended)
-        .map(|b| b.frame)
-        .collect();
+    let extended = frames_of(&out, BoxOrigin::Extended);
     assert_eq!(extended, (40..45).collect::<Vec<_>>());
     for b in &out.boxes {
         let t = truth(b.frame);
@@ -396,12 +400,7 @@ fn baseline_breaks_where_offline_bridges() {
     assert_eq!(ids(&offline).len(), 1);
     let baseline = consolidate(&frames, &TrackConfig::forward_only_baseline()).unwrap();
     assert_eq!(ids(&baseline).len(), 2);
-    let coasted: Vec<usize> = baseline
-        .boxes
-        .iter()
-        .filter(|b| b.origin == BoxOrigin::Extended)
-        .map(|b| b.frame)
-        .collect();
+    let coasted = frames_of(&baseline, BoxOrigin::Extended);
     assert_eq!(coasted, vec![15]);
     // The new track is confirmed after 3 hits, so frames 20 and 21 are not reported.
     assert!(baseline.frame_boxes(20).is_empty() && baseline.frame_boxes(21).is_empty());
@@ -518,12 +517,7 @@ fn long_static_gap_is_filled_where_the_points_show_the_object() {
     }
     let out = consolidate(&frames, &TrackConfig::default()).unwrap();
     assert_eq!(ids(&out).len(), 1);
-    let filled: Vec<usize> = out
-        .boxes
-        .iter()
-        .filter(|b| b.origin == BoxOrigin::Interpolated)
-        .map(|b| b.frame)
-        .collect();
+    let filled = frames_of(&out, BoxOrigin::Interpolated);
     assert_eq!(filled, (60..90).collect::<Vec<_>>());
 }
 

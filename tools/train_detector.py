@@ -551,33 +551,25 @@ def train(args):
         if args.head == "anchor":
             cls_loss, loc_loss, dir_loss = anchor_loss(*head(canvas), heat, ind, mask)
             loss = cls_loss + loc_loss + dir_loss
-            opt.zero_grad()
-            loss.backward()
-            nn.utils.clip_grad_norm_(params, 10)
-            opt.step()
-            sched.step()
-            if step % 50 == 0 or step == args.steps - 1:
-                print(
-                    f"step {step} loss {loss.item():.3f} cls {cls_loss.item():.3f} loc {loc_loss.item():.3f} "
-                    f"dir {dir_loss.item():.3f} lr {sched.get_last_lr()[0]:.5f} {time.time() - start:.0f} s",
-                    flush=True,
-                )
-            continue
-        hm, reg, height, dim, rot = head(canvas)
-        hm_loss = focal_loss(hm, heat)
-        box = torch.cat([reg, height, dim, rot], 1).flatten(2)  # [B, 8, H·W]
-        pred = torch.gather(box, 2, ind[:, None, :].expand(-1, 8, -1)).permute(0, 2, 1)  # [B, n, 8]
-        m = mask[..., None]
-        loc_loss = (torch.abs(pred - tgt) * m).sum() / torch.clamp(m.sum(), min=1)
-        loss = hm_loss + args.loc_weight * loc_loss
+            parts, clip_norm = {"cls": cls_loss, "loc": loc_loss, "dir": dir_loss}, 10
+        else:
+            hm, reg, height, dim, rot = head(canvas)
+            hm_loss = focal_loss(hm, heat)
+            box = torch.cat([reg, height, dim, rot], 1).flatten(2)  # [B, 8, H·W]
+            pred = torch.gather(box, 2, ind[:, None, :].expand(-1, 8, -1)).permute(0, 2, 1)  # [B, n, 8]
+            m = mask[..., None]
+            loc_loss = (torch.abs(pred - tgt) * m).sum() / torch.clamp(m.sum(), min=1)
+            loss = hm_loss + args.loc_weight * loc_loss
+            parts, clip_norm = {"hm": hm_loss, "loc": loc_loss}, 35
         opt.zero_grad()
         loss.backward()
-        nn.utils.clip_grad_norm_(params, 35)
+        nn.utils.clip_grad_norm_(params, clip_norm)
         opt.step()
         sched.step()
         if step % 50 == 0 or step == args.steps - 1:
+            detail = " ".join(f"{name} {value.item():.3f}" for name, value in parts.items())
             print(
-                f"step {step} loss {loss.item():.3f} hm {hm_loss.item():.3f} loc {loc_loss.item():.3f} "
+                f"step {step} loss {loss.item():.3f} {detail} "
                 f"lr {sched.get_last_lr()[0]:.5f} {time.time() - start:.0f} s",
                 flush=True,
             )
