@@ -668,3 +668,44 @@ fn parked_car_seen_off_centre_after_a_long_gap_keeps_its_id() {
     assert_eq!(out.boxes.len(), 60);
     assert!(out.boxes.iter().all(|b| !(30..90).contains(&b.frame)));
 }
+
+/// Two parked cars side by side (2.6 m apart), boxes with σ = 0.3 m centre noise. A is seen in
+/// frames 0–29, 60–63 and 120–149; B in 0–55 and 67–149. The young track born on A at frame 60
+/// coasts into B's return and follows B: B's boxes from there carry another id. Those
+/// detections overlap B's fused box, so they go back to B's static track: each car keeps one
+/// id of its own. With absorption off (`static_absorb_min_iou` 1) B has two ids.
+#[test]
+fn track_drifting_between_parked_cars_gives_their_detections_back() {
+    let cars = [car(10.0, 3.0, 0.0), car(10.0, 5.6, 0.0)];
+    let mut rng = Rng(3);
+    let frames: Vec<TrackFrame> = (0..150usize)
+        .map(|i| {
+            let mut boxes = Vec::new();
+            let mut points: Vec<[f64; 3]> = (0..50).map(|k| [-30.0, k as f64 * 0.5 - 12.0, 1.0]).collect();
+            let seen = [
+                i < 30 || (60..64).contains(&i) || (120..150).contains(&i),
+                i < 56 || (67..150).contains(&i),
+            ];
+            for (c, _) in cars.iter().zip(seen).filter(|(_, seen)| *seen) {
+                let mut b = *c;
+                b.x += rng.normal(0.3);
+                b.y += rng.normal(0.3);
+                b.l += rng.normal(0.1);
+                boxes.push((b, ObjectClass::Vehicle, 0.7));
+                points.extend(points_of(c));
+            }
+            frame(i, Isometry3::identity(), &boxes, Some(&points))
+        })
+        .collect();
+    let mut off = TrackConfig::default();
+    off.vehicle.static_absorb_min_iou = 1.0;
+    let out = consolidate(&frames, &off).unwrap();
+    assert_eq!(ids_near(&out, &cars[1]).len(), 2, "{:?}", out.tracks);
+
+    let out = consolidate(&frames, &TrackConfig::default()).unwrap();
+    let (a, b) = (ids_near(&out, &cars[0]), ids_near(&out, &cars[1]));
+    assert_eq!(a.len(), 1, "{a:?}");
+    assert_eq!(b.len(), 1, "{b:?}");
+    assert!(a.is_disjoint(&b));
+    assert_eq!(ids(&out).len(), 2, "{:?}", out.tracks);
+}

@@ -59,7 +59,9 @@ pub struct ClassTrackConfig {
     /// `center_distance`; default vehicle 5, pedestrian 2, cyclist 3, unknown 3.
     pub max_center_distance_m: f64,
     /// Detections at or above this score take part in the first association stage and may start
-    /// tracks (unitless); default 0.5.
+    /// tracks (unitless); default 0.2: the pipeline's fused scores are scaled by the share of
+    /// detectors that voted (`pipelines/fusion.toml`), so a box one detector of three saw scores
+    /// at most 1/3 (SimpleTrack's 0.5 is for one detector's raw scores).
     pub high_score: f64,
     /// Detections in `[low_score, high_score)` may only extend tracks left unmatched by the
     /// first stage (two-stage association); lower ones are ignored (unitless); default 0.1.
@@ -126,7 +128,9 @@ pub struct ClassTrackConfig {
     /// within `reid_max_size_ratio` of its size, whose detections overlap its fused box at a
     /// median BEV IoU above this, and which lies inside its detected span (or before or after
     /// it, with no more detections), is that object's other detections (a partial view pulls a
-    /// sparse parked car's box off its centre) and joins it (unitless, 0…1; 1 disables);
+    /// sparse parked car's box off its centre) and joins it. Single detections of moving
+    /// tracks that overlap a static track's fused box above this, in a frame where it has none,
+    /// join it too (inside its span, or matching its size). Unitless, 0…1; 1 disables both;
     /// default 0.3.
     pub static_absorb_min_iou: f64,
     /// Frames a dynamic track may be extended past each end on points evidence; default 10 (CTRL).
@@ -159,7 +163,7 @@ impl Default for ClassTrackConfig {
             min_giou: -0.5,
             max_center_distance_m: 5.0,
             max_mahalanobis_distance: 3.0,
-            high_score: 0.5,
+            high_score: 0.2,
             low_score: 0.1,
             min_hits: 2,
             max_age_frames: 10,

@@ -2,8 +2,9 @@
 //! passes merged; heading made consistent along each track; static/dynamic classification;
 //! Rauch–Tung–Striebel smoothing that also fills gaps on the motion model; one size per rigid
 //! track; static objects fused into one world box; short, low-evidence tracks dropped; tracks
-//! that are a static object's off-centre detections folded into it; then extension past track
-//! ends (and static propagation) where the points still show the object.
+//! that are a static object's off-centre detections folded into it, and single detections of
+//! moving tracks that lie on a static object handed back to it; then extension past track ends
+//! (and static propagation) where the points still show the object.
 
 use std::collections::BTreeMap;
 use std::f64::consts::{FRAC_PI_2, PI};
@@ -932,15 +933,7 @@ pub(crate) fn absorb_into_static(
         absorbed[b] = true;
         let moved = std::mem::take(&mut detected[b]);
         detected[a].extend(moved);
-        let group = &detected[a];
-        let target = &mut plans[a];
-        target.score = track_score(group.iter().map(|(&f, &d)| detection(f, d).score), c);
-        target.num_detected = group.len();
-        target.boxes = static_boxes(group, &fused, target.score, evidence, sequence, class_index, c);
-        if let (Some(head), Some(tail)) = (target.boxes.first(), target.boxes.last()) {
-            target.head.frame = head.frame;
-            target.tail.frame = tail.frame;
-        }
+        rebuild_static(&mut plans[a], &detected[a], &fused, evidence, sequence, class_index, c);
     }
     plans
         .into_iter()
@@ -949,7 +942,122 @@ pub(crate) fn absorb_into_static(
         .collect()
 }
 
-/// Refines one class: merge the passes, stitch, refine each group, absorb into static tracks, extend.
+/// Rebuilds static track `target` over its observation group `group` on its fused box `fused`.
+fn rebuild_static(
+    target: &mut TrackPlan,
+    group: &BTreeMap<usize, usize>,
+    fused: &Box3,
+    evidence: &Evidence,
+    sequence: &PreparedSequence,
+    class_index: usize,
+    c: &ClassTrackConfig,
+) {
+    let detections = &sequence.detections;
+    target.score = track_score(group.iter().map(|(&f, &d)| detections[f][class_index][d].score), c);
+    target.num_detected = group.len();
+    target.boxes = static_boxes(group, fused, target.score, evidence, sequence, class_index, c);
+    if let (Some(head), Some(tail)) = (target.boxes.first(), target.boxes.last()) {
+        target.head.frame = head.frame;
+        target.tail.frame = tail.frame;
+    }
+}
+
+/// Hands single detections of moving tracks to the static track whose object they show
+/// (`static_absorb_min_iou`). A detection moves when the static track has no detection in its
+/// frame and the detection overlaps the static track's fused box at a BEV IoU above the
+/// threshold, where the frame lies inside the static track's detected span or the detection's
+/// length and width are within `reid_max_size_ratio` of the static size (the same object seen
+/// again, not another one on its spot). Such detections are where a track drifts across a row
+/// of parked cars, taking each car's detections while that car's own track is in a gap or has
+/// ended: a moving object cannot overlap a parked one. Static tracks that gain detections are
+/// rebuilt on their fused box; tracks that lose some are refined again from the rest, and
+/// dropped if that is too weak.
+pub(crate) fn reassign_detections_to_static(
+    plans: Vec<TrackPlan>,
+    evidence: &Evidence,
+    sequence: &PreparedSequence,
+    class_index: usize,
+    c: &ClassTrackConfig,
+) -> Vec<TrackPlan> {
+    if c.static_absorb_min_iou >= 1.0 {
+        return plans;
+    }
+    let mut detected: Vec<BTreeMap<usize, usize>> = plans
+        .iter()
+        .map(|p| {
+            p.boxes
+                .iter()
+                .filter_map(|b| b.detection.map(|d| (b.frame, d)))
+                .collect()
+        })
+        .collect();
+    // (plan, fused box, size, first and last detected frame) of every static track.
+    let statics: Vec<(usize, Box3, [f64; 3], usize, usize)> = plans
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| p.motion == MotionState::Static)
+        .filter_map(|(a, p)| {
+            let (first, last) = (detected[a].first_key_value()?, detected[a].last_key_value()?);
+            Some((a, p.boxes.first()?.box_in_world, p.size?, *first.0, *last.0))
+        })
+        .collect();
+    if statics.is_empty() {
+        return plans;
+    }
+    let same_size = |det: &Box3, size: &[f64; 3]| {
+        [(det.l, size[0]), (det.w, size[1])].iter().all(|&(x, y)| {
+            let (lo, hi) = (x.min(y), x.max(y));
+            lo > 0.0 && hi <= c.reid_max_size_ratio * lo
+        })
+    };
+    let mut gained = vec![false; plans.len()];
+    let mut lost = vec![false; plans.len()];
+    for b in 0..plans.len() {
+        if plans[b].motion == MotionState::Static {
+            continue;
+        }
+        let frames: Vec<(usize, usize)> = detected[b].iter().map(|(&f, &d)| (f, d)).collect();
+        for (f, d) in frames {
+            let det = &sequence.detections[f][class_index][d].box_in_world;
+            let reach = 0.5 * det.l.hypot(det.w);
+            let mut best: Option<(f64, usize)> = None;
+            for (a, fused, size, first, last) in &statics {
+                if detected[*a].contains_key(&f)
+                    || (fused.x - det.x).hypot(fused.y - det.y) > reach + 0.5 * fused.l.hypot(fused.w)
+                    || !((*first..=*last).contains(&f) || same_size(det, size))
+                {
+                    continue;
+                }
+                let overlap = iou_bev(det, fused);
+                if overlap > c.static_absorb_min_iou && best.is_none_or(|(o, _)| overlap > o) {
+                    best = Some((overlap, *a));
+                }
+            }
+            if let Some((_, a)) = best {
+                detected[b].remove(&f);
+                detected[a].insert(f, d);
+                (lost[b], gained[a]) = (true, true);
+            }
+        }
+    }
+    let mut kept = Vec::with_capacity(plans.len());
+    for (k, mut plan) in plans.into_iter().enumerate() {
+        if lost[k] {
+            kept.extend(refine_group(&detected[k], evidence, sequence, class_index, c));
+            continue;
+        }
+        if gained[k]
+            && let Some(fused) = plan.boxes.first().map(|x| x.box_in_world)
+        {
+            rebuild_static(&mut plan, &detected[k], &fused, evidence, sequence, class_index, c);
+        }
+        kept.push(plan);
+    }
+    kept
+}
+
+/// Refines one class: merge the passes, stitch, refine each group, absorb into static tracks
+/// (whole tracks, then single detections), extend.
 pub(crate) fn refine_class(
     forward: &[Tracklet],
     backward: &[Tracklet],
@@ -965,7 +1073,8 @@ pub(crate) fn refine_class(
         .iter()
         .filter_map(|g| refine_group(g, &evidence, sequence, class_index, c))
         .collect();
-    let mut plans = absorb_into_static(plans, &evidence, sequence, class_index, c);
+    let plans = absorb_into_static(plans, &evidence, sequence, class_index, c);
+    let mut plans = reassign_detections_to_static(plans, &evidence, sequence, class_index, c);
     let mut occupied: Vec<Vec<Box3>> = vec![Vec::new(); frames.len()];
     for plan in &plans {
         for b in &plan.boxes {
@@ -1071,5 +1180,72 @@ mod tests {
         assert_eq!(weighted_median(vec![(1.0, 1.0), (2.0, 1.0), (10.0, 5.0)]), 10.0);
         assert_eq!(weighted_median(vec![(3.0, 1.0), (1.0, 1.0), (2.0, 1.0)]), 2.0);
         assert_eq!(weighted_median(vec![(3.0, 0.0), (1.0, 0.0)]), 3.0);
+    }
+
+    /// Parked cars A (4.5 × 1.9 m) and B, side by side 2.6 m apart, each with a static track of
+    /// its early frames (A 0–29, B 0–55). A third, moving track drifted from A (frames 60–79)
+    /// to B (83–99). Each of its detections overlaps one car's fused box where that car's track
+    /// has none, so they all go back: two static tracks, A detected in 0–29 and 60–79, B in
+    /// 0–55 and 83–99. When the boxes from 83 on are a van's (6.5 × 2.4 m), outside B's span,
+    /// they are another object on B's spot and stay a track of their own.
+    #[test]
+    fn drifting_track_gives_parked_cars_their_detections_back() {
+        let a = Box3::new(10.0, 3.0, 0.8, 4.5, 1.9, 1.6, 0.0);
+        let b = Box3::new(10.0, 5.6, 0.8, 4.5, 1.9, 1.6, 0.0);
+        let van = Box3::new(10.0, 5.6, 1.2, 6.5, 2.4, 2.4, 0.0);
+        let c = ClassTrackConfig::default();
+        let run = |late_b: Box3| {
+            let n = 100;
+            let mut detections: Vec<[Vec<WorldDetection>; 4]> = (0..n).map(|_| Default::default()).collect();
+            let mut groups: [BTreeMap<usize, usize>; 3] = Default::default();
+            for (f, frame) in detections.iter_mut().enumerate() {
+                let on_a = (f < 30).then_some(0).or((60..80).contains(&f).then_some(2));
+                let on_b = (f < 56).then_some((1, b)).or((f >= 83).then_some((2, late_b)));
+                for (group, box_in_world) in [on_a.map(|g| (g, a)), on_b].into_iter().flatten() {
+                    let index = frame[0].len();
+                    frame[0].push(WorldDetection {
+                        box_in_world,
+                        score: 0.7,
+                        index,
+                    });
+                    groups[group].insert(f, index);
+                }
+            }
+            let sequence = PreparedSequence {
+                times_micros: (0..n as i64).map(|i| i * 100_000).collect(),
+                detections,
+            };
+            let evidence = Evidence::new(&[]);
+            let plans: Vec<TrackPlan> = groups
+                .iter()
+                .filter_map(|g| refine_group(g, &evidence, &sequence, 0, &c))
+                .collect();
+            let motions: Vec<MotionState> = plans.iter().map(|p| p.motion).collect();
+            assert_eq!(
+                motions,
+                [MotionState::Static, MotionState::Static, MotionState::Dynamic]
+            );
+            reassign_detections_to_static(plans, &evidence, &sequence, 0, &c)
+                .into_iter()
+                .map(|p| {
+                    let frames: Vec<usize> = p
+                        .boxes
+                        .iter()
+                        .filter(|x| x.detection.is_some())
+                        .map(|x| x.frame)
+                        .collect();
+                    (p.motion, frames)
+                })
+                .collect::<Vec<_>>()
+        };
+        let plans = run(b);
+        assert_eq!(plans.len(), 2);
+        assert_eq!(plans[0], (MotionState::Static, (0..30).chain(60..80).collect()));
+        assert_eq!(plans[1], (MotionState::Static, (0..56).chain(83..100).collect()));
+        let plans = run(van);
+        assert_eq!(plans.len(), 3);
+        assert_eq!(plans[0].1, (0..30).chain(60..80).collect::<Vec<_>>());
+        assert_eq!(plans[1].1, (0..56).collect::<Vec<_>>());
+        assert_eq!(plans[2].1, (83..100).collect::<Vec<_>>());
     }
 }
