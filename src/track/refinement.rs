@@ -991,14 +991,16 @@ pub(crate) fn reassign_detections_to_static(
                 .collect()
         })
         .collect();
-    // (plan, fused box, size, first and last detected frame) of every static track.
-    let statics: Vec<(usize, Box3, [f64; 3], usize, usize)> = plans
+    // (plan, fused box, its BEV half-diagonal, size, first and last detected frame) of every
+    // static track.
+    let statics: Vec<(usize, Box3, f64, [f64; 3], usize, usize)> = plans
         .iter()
         .enumerate()
         .filter(|(_, p)| p.motion == MotionState::Static)
         .filter_map(|(a, p)| {
             let (first, last) = (detected[a].first_key_value()?, detected[a].last_key_value()?);
-            Some((a, p.boxes.first()?.box_in_world, p.size?, *first.0, *last.0))
+            let fused = p.boxes.first()?.box_in_world;
+            Some((a, fused, 0.5 * fused.l.hypot(fused.w), p.size?, *first.0, *last.0))
         })
         .collect();
     if statics.is_empty() {
@@ -1021,9 +1023,11 @@ pub(crate) fn reassign_detections_to_static(
             let det = &sequence.detections[f][class_index][d].box_in_world;
             let reach = 0.5 * det.l.hypot(det.w);
             let mut best: Option<(f64, usize)> = None;
-            for (a, fused, size, first, last) in &statics {
-                if detected[*a].contains_key(&f)
-                    || (fused.x - det.x).hypot(fused.y - det.y) > reach + 0.5 * fused.l.hypot(fused.w)
+            for (a, fused, radius, size, first, last) in &statics {
+                // Boxes whose bounding circles do not meet have BEV IoU 0.
+                let (dx, dy) = (fused.x - det.x, fused.y - det.y);
+                if dx * dx + dy * dy > (reach + radius) * (reach + radius)
+                    || detected[*a].contains_key(&f)
                     || !((*first..=*last).contains(&f) || same_size(det, size))
                 {
                     continue;
