@@ -2,7 +2,7 @@
 //! @0.5, pedestrian and cyclist @0.5 and @0.25; `crate::eval`, strict `>`), recall and centre
 //! error of the near, well-seen vehicles (≥ 30 returns, < 30 m) and precision of the confident
 //! (score ≥ 0.3) vehicle detections within 30 m, as the bundled-detector test checks them
-//! (2 m BEV centre gate), and the time of each stage of
+//! (2 m BEV centre gate) with the quantiles of that centre error, and the time of each stage of
 //! `Detector::detect_timed` on one thread, with the pre+post share of the ONNX time. The numbers
 //! of the model cards in `detectors/*/README.md` come from this command.
 //!
@@ -86,6 +86,8 @@ struct Near {
     found: usize,
     /// Sum of the BEV centre distances of the found ones (m).
     centre_error_sum_m: f64,
+    /// Each found one's BEV centre distance (m).
+    centre_errors_m: Vec<f64>,
     /// Confident vehicle detections closer than `NEAR_MAX_RANGE_M`.
     detections: usize,
     /// Of them, those within `NEAR_MATCH_M` of a GT vehicle (any point count).
@@ -165,6 +167,7 @@ fn measure(detector: &Detector, platform: Platform, args: &Args) -> anyhow::Resu
                     if nearest < NEAR_MATCH_M {
                         out.near.found += 1;
                         out.near.centre_error_sum_m += nearest;
+                        out.near.centre_errors_m.push(nearest);
                     }
                 }
             }
@@ -258,6 +261,43 @@ fn main() -> anyhow::Result<()> {
         }));
     }
 
+    println!(
+        "\nNear-vehicle BEV centre error quantiles (m; found vehicles only, so cut at the {NEAR_MATCH_M} m gate). \
+         For isotropic 2-D Gaussian errors p90 / p50 = 1.82 and p99 / p50 = 2.58; larger ratios are heavier tails:\n"
+    );
+    println!("| platform | found | p50 | p90 | p99 | p90 / p50 | p99 / p50 |");
+    println!("|---|---|---|---|---|---|---|");
+    let mut json_errors = Vec::new();
+    for r in &results {
+        let mut errors = r.near.centre_errors_m.clone();
+        errors.sort_by(f64::total_cmp);
+        // Nearest-rank quantile.
+        let q = |p: f64| {
+            let rank = ((p * errors.len() as f64).ceil() as usize).clamp(1, errors.len().max(1));
+            errors.get(rank - 1).copied()
+        };
+        let (p50, p90, p99) = (q(0.5), q(0.9), q(0.99));
+        let cell = |v: Option<f64>| v.map_or_else(|| "–".to_string(), |v| format!("{v:.2}"));
+        let ratio = |a: Option<f64>| match (a, p50) {
+            (Some(a), Some(m)) if m > 0.0 => format!("{:.2}", a / m),
+            _ => "–".to_string(),
+        };
+        println!(
+            "| {} | {} | {} | {} | {} | {} | {} |",
+            r.platform,
+            errors.len(),
+            cell(p50),
+            cell(p90),
+            cell(p99),
+            ratio(p90),
+            ratio(p99)
+        );
+        json_errors.push(json!({
+            "platform": r.platform.to_string(), "found": errors.len(),
+            "p50_m": p50, "p90_m": p90, "p99_m": p99,
+        }));
+    }
+
     println!("\nPer-stage time, mean over the timed sweeps (ms, rayon and ONNX Runtime on one thread each):\n");
     println!(
         "| platform | timed sweeps | pillarise | encoder | scatter | head | decode+NMS | pre+post | ONNX | pre+post / ONNX |"
@@ -295,6 +335,7 @@ fn main() -> anyhow::Result<()> {
             "stride": args.stride,
             "quality": json_platforms,
             "timings": json_times,
+            "near_vehicle_centre_error_quantiles": json_errors,
         });
         std::fs::write(path, serde_json::to_string_pretty(&doc)? + "\n")?;
     }

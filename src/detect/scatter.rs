@@ -79,6 +79,8 @@ pub struct Canvas {
     order: Vec<u32>,
     /// Start of each canvas row's pillars in `order` (reused buffer).
     row_starts: Vec<u32>,
+    /// One bit per cell: written by the current scatter (reused buffer).
+    current: Vec<u64>,
 }
 
 impl PartialEq for Canvas {
@@ -161,10 +163,24 @@ pub fn scatter_view_into(
         canvas.written.clear();
     }
     canvas.shape = shape;
-    let stale = std::mem::take(&mut canvas.written);
+    let mut stale = std::mem::take(&mut canvas.written);
     let cells = &cells[..count];
     let mut order = std::mem::take(&mut canvas.order);
     sort_by_row(cells, nx, ny, &mut order, &mut canvas.row_starts);
+    // Last sweep's cells that this sweep writes again need no clearing (consecutive sweeps
+    // share most of their occupied cells).
+    let current = &mut canvas.current;
+    current.clear();
+    current.resize((nx * ny).div_ceil(64), 0);
+    for &p in &order {
+        let (ix, iy) = cells[p as usize];
+        let cell = iy as usize * nx + ix as usize;
+        current[cell / 64] |= 1 << (cell % 64);
+    }
+    stale.retain(|&(ix, iy)| {
+        let cell = iy as usize * nx + ix as usize;
+        current.get(cell / 64).is_none_or(|w| w & (1 << (cell % 64)) == 0)
+    });
     match layout {
         MapLayout::Nchw => {
             // Channels in groups of 16 (one cache line of a pillar-major feature row), so each
