@@ -38,6 +38,8 @@ fn vehicle_profile(name: &str, vehicle: ClassNoise) -> DetectorNoiseProfile {
 fn no_miss_noise() -> ClassNoise {
     ClassNoise {
         center_sigma_m: 0.2,
+        center_outlier_probability: 0.0,
+        center_outlier_scale: 1.0,
         z_sigma_m: 0.1,
         size_sigma: 0.06,
         size_bias: 0.9,
@@ -140,6 +142,34 @@ fn errors_match_the_configured_sigmas() {
     let near: Vec<ObjectTruth> = (1..=n).map(|i| car_at(i, 5.0, 0.0, 2000)).collect();
     let near_dx: Vec<f64> = model.detect(0, &near, &[]).iter().map(|d| d.box3.x - 5.0).collect();
     assert!(std_dev(&near_dx) < 0.75 * std_dev(&dx));
+}
+
+/// With `center_outlier_probability` 0.1 and scale 5, a BEV centre error beyond 4 σ (σ = the
+/// Gaussian's, growth included) has probability 0.1·P(|z| > 0.8) + 0.9·P(|z| > 4) = 0.0424 per
+/// axis (binomial s.d. over 4,000 boxes: 0.0032); without the tail it is 6·10⁻⁵.
+#[test]
+fn centre_tail_puts_the_configured_share_of_boxes_far_off() {
+    let (range, points) = (30.0, 50);
+    let share_beyond_4_sigma = |noise: ClassNoise| {
+        let sigma = noise.center_sigma_m * noise.growth(range, points);
+        let model = DetectionNoiseModel::new(vehicle_profile("tail", noise), 3);
+        let objects: Vec<ObjectTruth> = (1..=4000).map(|i| car_at(i, range, 0.0, points)).collect();
+        let detections = model.detect(0, &objects, &[]);
+        assert_eq!(detections.len(), 4000);
+        let far = detections
+            .iter()
+            .filter(|d| (d.box3.x - range).abs() > 4.0 * sigma)
+            .count();
+        far as f64 / 4000.0
+    };
+    let tailed = share_beyond_4_sigma(ClassNoise {
+        center_outlier_probability: 0.1,
+        center_outlier_scale: 5.0,
+        ..no_miss_noise()
+    });
+    assert!((tailed - 0.0424).abs() < 4.0 * 0.0032, "{tailed}");
+    let gaussian = share_beyond_4_sigma(no_miss_noise());
+    assert!(gaussian < 0.003, "{gaussian}");
 }
 
 #[test]
@@ -483,6 +513,8 @@ fn assert_close(what: &str, fitted: f64, expected: f64, tolerance: f64) {
 fn fitting_the_models_own_output_recovers_its_parameters() {
     let vehicle = ClassNoise {
         center_sigma_m: 0.12,
+        center_outlier_probability: 0.0,
+        center_outlier_scale: 1.0,
         z_sigma_m: 0.08,
         size_sigma: 0.05,
         size_bias: 0.93,

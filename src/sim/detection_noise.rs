@@ -31,6 +31,12 @@ const STREAM_TRACK: u64 = 0x7472_6163_6b73;
 pub struct ClassNoise {
     /// σ of the centre error along each BEV axis at range 0 with dense points (m); default 0.10.
     pub center_sigma_m: f64,
+    /// Probability that a detection's BEV centre error comes from the wide component (unitless,
+    /// 0–1): real networks place most boxes tightly and a few far off (partial views, a box on
+    /// the wrong part of an object); default 0 (Gaussian only; no extra random draw).
+    pub center_outlier_probability: f64,
+    /// σ of the wide component as a multiple of the centre σ (unitless, ≥ 1); default 4.
+    pub center_outlier_scale: f64,
     /// σ of the centre error along z at range 0 with dense points (m); default 0.08.
     pub z_sigma_m: f64,
     /// σ of the log of each extent's scale factor (unitless; 0.05 ≈ 5 %); default 0.05.
@@ -65,6 +71,8 @@ impl Default for ClassNoise {
     fn default() -> Self {
         Self {
             center_sigma_m: 0.10,
+            center_outlier_probability: 0.0,
+            center_outlier_scale: 4.0,
             z_sigma_m: 0.08,
             size_sigma: 0.05,
             size_bias: 1.0,
@@ -87,6 +95,8 @@ impl ClassNoise {
     pub fn exact() -> Self {
         Self {
             center_sigma_m: 0.0,
+            center_outlier_probability: 0.0,
+            center_outlier_scale: 1.0,
             z_sigma_m: 0.0,
             size_sigma: 0.0,
             size_bias: 1.0,
@@ -457,15 +467,20 @@ impl DetectionNoiseModel {
             frame_index as u64,
             u64::from(object.track_id),
         ]));
-        // Fixed draw order: detection, centre, size, yaw, flip, score.
+        // Fixed draw order: detection, (centre tail, only when enabled), centre, size, yaw,
+        // flip, score.
         let n = object.num_lidar_points;
         if rng.random::<f64>() >= noise.detection_probability(range, n) {
             return None;
         }
         let g = noise.growth(range, n);
+        let mut centre_sigma = noise.center_sigma_m * g;
+        if noise.center_outlier_probability > 0.0 && rng.random::<f64>() < noise.center_outlier_probability {
+            centre_sigma *= noise.center_outlier_scale;
+        }
         let mut b = *truth;
-        b.x += noise.center_sigma_m * g * gaussian(&mut rng);
-        b.y += noise.center_sigma_m * g * gaussian(&mut rng);
+        b.x += centre_sigma * gaussian(&mut rng);
+        b.y += centre_sigma * gaussian(&mut rng);
         b.z += noise.z_sigma_m * g * gaussian(&mut rng);
         // Log-size error: a per-track part (its own generator, the same every frame) and a
         // per-frame part, mixed to unit variance.
