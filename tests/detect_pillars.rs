@@ -191,7 +191,8 @@ fn random_cloud(seed: u64) -> PointCloud {
 /// The pillar tensor computed straight from the documented rules, point by point, with no
 /// shortcut: cell = floor((p − min) / size) inside the grid; pillars and points first come first
 /// kept; mean from f32 sums in point order; centre `index · size + (size / 2 + min)`; feature =
-/// tanh?(raw · scale + offset); each channel its definition.
+/// tanh?(raw · scale + offset), tanh being the exact value rounded to f32 (f64 `tanh`, not
+/// libm's `tanhf`, which may be 1–2 ulp off); each channel its definition.
 fn reference_pillars(cloud: &PointCloud, spec: &PillarSpec, rows: PillarRows) -> (Vec<f32>, Vec<(u32, u32)>, Vec<u32>) {
     use boxlayer::detect::manifest::PillarChannel;
     let g = &spec.grid;
@@ -248,7 +249,7 @@ fn reference_pillars(cloud: &PointCloud, spec: &PillarSpec, rows: PillarRows) ->
             },
         };
         let v = raw * f.scale + f.offset;
-        if f.tanh { v.tanh() } else { v }
+        if f.tanh { f64::from(v).tanh() as f32 } else { v }
     };
     let mut out = vec![0.0f32; n_rows * m * c];
     for (p, ((ix, iy), points)) in pillars.iter().enumerate() {
