@@ -826,6 +826,27 @@ pub(crate) fn extend_plans(
     }
 }
 
+/// Each plan's detected frames: frame → detection index in the frame's class list.
+fn detected_frames(plans: &[TrackPlan]) -> Vec<BTreeMap<usize, usize>> {
+    plans
+        .iter()
+        .map(|p| {
+            p.boxes
+                .iter()
+                .filter_map(|b| b.detection.map(|d| (b.frame, d)))
+                .collect()
+        })
+        .collect()
+}
+
+/// Whether a length and width agree with `size`'s within the factor `ratio` (≥ 1).
+fn same_footprint(length_width: [f64; 2], size: &[f64; 3], ratio: f64) -> bool {
+    length_width.iter().zip(size).all(|(&x, &y)| {
+        let (lo, hi) = (x.min(y), x.max(y));
+        lo > 0.0 && hi <= ratio * lo
+    })
+}
+
 /// Folds tracks that are a static object's other detections into its static track
 /// (`static_absorb_min_iou`): a track never detected in one of the static track's detected
 /// frames, whose robust length and width match its size within `reid_max_size_ratio` and whose
@@ -846,15 +867,7 @@ pub(crate) fn absorb_into_static(
     if c.static_absorb_min_iou >= 1.0 {
         return plans;
     }
-    let mut detected: Vec<BTreeMap<usize, usize>> = plans
-        .iter()
-        .map(|p| {
-            p.boxes
-                .iter()
-                .filter_map(|b| b.detection.map(|d| (b.frame, d)))
-                .collect()
-        })
-        .collect();
+    let mut detected = detected_frames(&plans);
     let detection = |f: usize, d: usize| &sequence.detections[f][class_index][d];
     let ends = |m: &BTreeMap<usize, usize>| match (m.first_key_value(), m.last_key_value()) {
         (Some((&first, _)), Some((&last, _))) => Some((first, last)),
@@ -910,11 +923,7 @@ pub(crate) fn absorb_into_static(
             {
                 continue;
             }
-            let size_ok = length_width.iter().zip(&size).all(|(&x, &y)| {
-                let (lo, hi) = (x.min(y), x.max(y));
-                lo > 0.0 && hi <= c.reid_max_size_ratio * lo
-            });
-            if !size_ok {
+            if !same_footprint(length_width, &size, c.reid_max_size_ratio) {
                 continue;
             }
             let overlap = weighted_median(
@@ -982,15 +991,7 @@ pub(crate) fn reassign_detections_to_static(
     if c.static_absorb_min_iou >= 1.0 {
         return plans;
     }
-    let mut detected: Vec<BTreeMap<usize, usize>> = plans
-        .iter()
-        .map(|p| {
-            p.boxes
-                .iter()
-                .filter_map(|b| b.detection.map(|d| (b.frame, d)))
-                .collect()
-        })
-        .collect();
+    let mut detected = detected_frames(&plans);
     // (plan, fused box, its BEV half-diagonal, size, first and last detected frame) of every
     // static track.
     let statics: Vec<(usize, Box3, f64, [f64; 3], usize, usize)> = plans
@@ -1006,12 +1007,6 @@ pub(crate) fn reassign_detections_to_static(
     if statics.is_empty() {
         return plans;
     }
-    let same_size = |det: &Box3, size: &[f64; 3]| {
-        [(det.l, size[0]), (det.w, size[1])].iter().all(|&(x, y)| {
-            let (lo, hi) = (x.min(y), x.max(y));
-            lo > 0.0 && hi <= c.reid_max_size_ratio * lo
-        })
-    };
     let mut gained = vec![false; plans.len()];
     let mut lost = vec![false; plans.len()];
     for b in 0..plans.len() {
@@ -1028,7 +1023,7 @@ pub(crate) fn reassign_detections_to_static(
                 let (dx, dy) = (fused.x - det.x, fused.y - det.y);
                 if dx * dx + dy * dy > (reach + radius) * (reach + radius)
                     || detected[*a].contains_key(&f)
-                    || !((*first..=*last).contains(&f) || same_size(det, size))
+                    || !((*first..=*last).contains(&f) || same_footprint([det.l, det.w], size, c.reid_max_size_ratio))
                 {
                     continue;
                 }
