@@ -461,6 +461,17 @@ fn still_object_is_joined_across_a_long_gap() {
 /// frames where `seen(k, i)` holds, and its points are in the sweep there too; elsewhere the
 /// sweep has only far-away wall points (the car is hidden: no return).
 fn parked_sequence(n: usize, cars: &[Box3], seen: impl Fn(usize, usize) -> bool, seed: u64) -> Vec<TrackFrame> {
+    noisy_parked_sequence(n, cars, seen, seed, 0.15)
+}
+
+/// As `parked_sequence`, with centre noise σ = `sigma_m`.
+fn noisy_parked_sequence(
+    n: usize,
+    cars: &[Box3],
+    seen: impl Fn(usize, usize) -> bool,
+    seed: u64,
+    sigma_m: f64,
+) -> Vec<TrackFrame> {
     let mut rng = Rng(seed);
     (0..n)
         .map(|i| {
@@ -469,8 +480,8 @@ fn parked_sequence(n: usize, cars: &[Box3], seen: impl Fn(usize, usize) -> bool,
             for (k, c) in cars.iter().enumerate() {
                 if seen(k, i) {
                     let mut b = *c;
-                    b.x += rng.normal(0.15);
-                    b.y += rng.normal(0.15);
+                    b.x += rng.normal(sigma_m);
+                    b.y += rng.normal(sigma_m);
                     b.l += rng.normal(0.1);
                     boxes.push((b, ObjectClass::Vehicle, 0.7));
                     points.extend(points_of(c));
@@ -677,26 +688,11 @@ fn parked_car_seen_off_centre_after_a_long_gap_keeps_its_id() {
 #[test]
 fn track_drifting_between_parked_cars_gives_their_detections_back() {
     let cars = [car(10.0, 3.0, 0.0), car(10.0, 5.6, 0.0)];
-    let mut rng = Rng(3);
-    let frames: Vec<TrackFrame> = (0..150usize)
-        .map(|i| {
-            let mut boxes = Vec::new();
-            let mut points: Vec<[f64; 3]> = (0..50).map(|k| [-30.0, k as f64 * 0.5 - 12.0, 1.0]).collect();
-            let seen = [
-                i < 30 || (60..64).contains(&i) || (120..150).contains(&i),
-                i < 56 || (67..150).contains(&i),
-            ];
-            for (c, _) in cars.iter().zip(seen).filter(|(_, seen)| *seen) {
-                let mut b = *c;
-                b.x += rng.normal(0.3);
-                b.y += rng.normal(0.3);
-                b.l += rng.normal(0.1);
-                boxes.push((b, ObjectClass::Vehicle, 0.7));
-                points.extend(points_of(c));
-            }
-            frame(i, Isometry3::identity(), &boxes, Some(&points))
-        })
-        .collect();
+    let seen = |k: usize, i: usize| match k {
+        0 => i < 30 || (60..64).contains(&i) || (120..150).contains(&i),
+        _ => i < 56 || (67..150).contains(&i),
+    };
+    let frames = noisy_parked_sequence(150, &cars, seen, 3, 0.3);
     let mut off = TrackConfig::default();
     off.vehicle.static_absorb_min_iou = 1.0;
     let out = consolidate(&frames, &off).unwrap();
