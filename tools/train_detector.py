@@ -1,6 +1,7 @@
 """Trains a small pillar detector on simulated sweeps and exports it as a boxlayer split-pillar
 detector folder: encoder.onnx (pillars [P, max_points, 10] -> per-pillar features [P, C], P dynamic),
-head.onnx (BEV canvas [1, C, ny, nx] -> head maps) and detector.toml (with the files' sha256), in the
+head.onnx (BEV canvas [1, ny, nx, C] -> head maps: the network takes NCHW and a leading Transpose,
+tools/head_to_nhwc.py, lets boxlayer scatter into NHWC) and detector.toml (with the files' sha256), in the
 I/O conventions of the public exports so that real models drop in the same way:
 
   --head center  CenterPoint-pillar (det3d / CarkusL / HaohaoNJU): outputs hm [1, 3, H, W], reg (2),
@@ -53,6 +54,10 @@ import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import onnx  # noqa: E402
+from head_to_nhwc import to_nhwc  # noqa: E402
 
 CLASSES = ["vehicle", "pedestrian", "cyclist"]
 
@@ -661,7 +666,7 @@ feature_order = "{g.feature_order}"
 
 [scatter]
 channels = {args.channels}
-layout = "nchw"
+layout = "nhwc"
 
 {decoding}
 [classes]
@@ -702,6 +707,9 @@ def export(enc, head, g, args, wall_s, n_sweeps):
             head, (canvas,), out / "head.onnx", input_names=["canvas"], output_names=outputs, opset_version=17,
             dynamo=False,
         )
+    # The canvas goes in as NHWC (each pillar's features contiguous, so the scatter touches only
+    # occupied cells); ONNX Runtime folds the Transpose into its own input reorder.
+    onnx.save(to_nhwc(onnx.load(out / "head.onnx")), out / "head.onnx")
     (out / "detector.toml").write_text(manifest(g, args, out))
     (out / "training.json").write_text(json.dumps({
         "command": " ".join(args.command), "seed": args.seed, "steps": args.steps,

@@ -223,6 +223,7 @@ pub fn scatter_view_into(
                 });
         }
         MapLayout::Nhwc => {
+            // A cell's channels are one contiguous run: only occupied cells' memory is touched.
             for &(ix, iy) in &stale {
                 let at = (iy as usize * nx + ix as usize) * c;
                 canvas.data[at..at + c].fill(0.0);
@@ -231,8 +232,13 @@ pub fn scatter_view_into(
                 let p = p as usize;
                 let (ix, iy) = cells[p];
                 let at = (iy as usize * nx + ix as usize) * c;
-                for (ch, v) in canvas.data[at..at + c].iter_mut().enumerate() {
-                    *v = encoded.get(p, ch);
+                let target = &mut canvas.data[at..at + c];
+                if encoded.channel_major {
+                    for (ch, v) in target.iter_mut().enumerate() {
+                        *v = encoded.data[ch * encoded.rows + p];
+                    }
+                } else {
+                    target.copy_from_slice(&encoded.data[p * c..p * c + c]);
                 }
             }
         }
