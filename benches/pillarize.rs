@@ -1,8 +1,9 @@
 //! Detector pre/post-processing hot paths: pillarisation of a 120k / 150k-point sweep (one core
 //! and the default rayon pool), scatter, anchor and CenterPoint decoding of full-size head maps,
 //! and the real PFN encoders (ONNX Runtime, CPU) for the split per stage. One-core pillarisation
-//! is timed in thread CPU time (`support/cpu_time.rs`) on a pool made of the benchmark thread;
-//! the rest in wall time. `PILLARIZE_PROBE_CALLS=N` instead runs three pillarisation cases N times
+//! and `tanh` of a 150k-value column (batched and per point) are timed in thread CPU time
+//! (`support/cpu_time.rs`), pillarisation on a pool made of the benchmark thread; the rest in wall
+//! time. `PILLARIZE_PROBE_CALLS=N` instead runs four pillarisation cases N times
 //! each for instruction counts under callgrind (`probe`).
 
 use std::hint::black_box;
@@ -15,7 +16,7 @@ use boxlayer::detect::manifest::{
 };
 use boxlayer::detect::{
     AnchorDecoder, Canvas, CenterHeatmapDecoder, CenterTaskMaps, Detector, HeadMap, PillarGrid, PillarRows, PillarSpec,
-    Pillars, pillarize, pillarize_into, scatter_into,
+    Pillars, pillarize, pillarize_into, scatter_into, tanh_column,
 };
 use criterion::{Criterion, criterion_group};
 
@@ -68,6 +69,13 @@ fn waymo_centerpoint_spec(layout: EncoderLayout) -> PillarSpec {
         features,
         layout,
     }
+}
+
+/// [`waymo_centerpoint_spec`] with OpenPCDet's Waymo intensity convention: `tanh(intensity)`.
+fn waymo_centerpoint_tanh_spec() -> PillarSpec {
+    let mut spec = waymo_centerpoint_spec(EncoderLayout::PointMajor);
+    spec.features[3].tanh = true;
+    spec
 }
 
 fn kitti_pointpillars_spec() -> PillarSpec {
@@ -125,6 +133,11 @@ fn bench_pillarize_one_core(c: &mut Criterion<ThreadCpuTime>) {
     c.bench_function("pillarize/150k_shuffled/waymo_centerpoint_static32000/1_core", |b| {
         b.iter(|| one_core.install(|| reused(&shuffled, &spec, PillarRows::Fixed(32000), &mut out)))
     });
+    let spec = waymo_centerpoint_tanh_spec();
+    let mut tanh = Pillars::default();
+    c.bench_function("pillarize/150k/waymo_centerpoint_tanh_intensity/1_core", |b| {
+        b.iter(|| one_core.install(|| reused(&cloud, &spec, PillarRows::Fixed(32000), &mut tanh)))
+    });
     let spec = waymo_centerpoint_spec(EncoderLayout::ChannelMajor);
     let mut cm = Pillars::default();
     c.bench_function("pillarize/150k/waymo_centerpoint_channel_major/1_core", |b| {
@@ -160,6 +173,38 @@ fn bench_pillarize_one_core(c: &mut Criterion<ThreadCpuTime>) {
             })
         },
     );
+}
+
+/// The pre-batch per-point `tanh` of `pillarize` (one libm f64 `exp` per value), the baseline
+/// of the batched column.
+fn tanh_per_point(x: f32) -> f32 {
+    if x.abs() < 1.0 / 4096.0 {
+        return x;
+    }
+    let x = f64::from(x).clamp(-10.0, 10.0);
+    let e = (2.0 * x).exp();
+    ((e - 1.0) / (e + 1.0)) as f32
+}
+
+/// `tanh(raw · scale + offset)` of a 150k-value intensity column, one core (CPU time).
+fn bench_tanh(c: &mut Criterion<ThreadCpuTime>) {
+    let cloud = sweep(150_000);
+    let (raw, scale, offset) = (cloud.intensity(), 3.0f32, -1.5f32);
+    let mut out = vec![0.0f32; raw.len()];
+    c.bench_function("tanh/150k/per_point", |b| {
+        b.iter(|| {
+            for (o, &r) in out.iter_mut().zip(black_box(raw)) {
+                *o = tanh_per_point(r * scale + offset);
+            }
+            black_box(&out);
+        })
+    });
+    c.bench_function("tanh/150k/batch", |b| {
+        b.iter(|| {
+            tanh_column(black_box(raw), scale, offset, &mut out);
+            black_box(&out);
+        })
+    });
 }
 
 /// The default rayon pool, in wall time.
@@ -279,7 +324,7 @@ fn bench_encoders(c: &mut Criterion) {
 criterion_group! {
     name = one_core;
     config = Criterion::default().sample_size(20).with_measurement(ThreadCpuTime);
-    targets = bench_pillarize_one_core
+    targets = bench_pillarize_one_core, bench_tanh
 }
 criterion_group! {
     name = wall_time;
@@ -306,6 +351,13 @@ fn probe(calls: usize) {
         }
     }
     #[inline(never)]
+    fn probe_waymo_tanh_intensity(cloud: &PointCloud, spec: &PillarSpec, out: &mut Pillars, calls: usize) {
+        black_box("waymo_tanh_intensity"); // distinct bodies, so the linker does not fold the probes together
+        for _ in 0..calls {
+            reused(cloud, spec, PillarRows::Fixed(32000), out);
+        }
+    }
+    #[inline(never)]
     fn probe_kitti_trimmed(cloud: &PointCloud, spec: &PillarSpec, out: &mut Pillars, calls: usize) {
         black_box("kitti_trimmed"); // distinct bodies, so the linker does not fold the probes together
         for _ in 0..calls {
@@ -327,6 +379,10 @@ fn probe(calls: usize) {
         let mut out = Pillars::default();
         reused(&cloud, &cm, PillarRows::Fixed(32000), &mut out);
         probe_waymo_channel_major(&cloud, &cm, &mut out, calls);
+        let tanh = waymo_centerpoint_tanh_spec();
+        let mut out = Pillars::default();
+        reused(&cloud, &tanh, PillarRows::Fixed(32000), &mut out);
+        probe_waymo_tanh_intensity(&cloud, &tanh, &mut out, calls);
         let mut out = Pillars::default();
         reused(&cloud, &kitti, PillarRows::Trim, &mut out);
         probe_kitti_trimmed(&cloud, &kitti, &mut out, calls);
