@@ -7,7 +7,8 @@
 //! of the model cards in `detectors/*/README.md` come from this command.
 //!
 //! `cargo run --release --example detector_quality -- --detector detectors/NAME [--seeds 5000,5001,5002]
-//!  [--frames 200] [--stride 10] [--platforms vehicle,drone,quadruped] [--json out.json]`
+//!  [--frames 200] [--stride 10] [--platforms vehicle,drone,quadruped] [--json out.json]
+//!  [--fit-noise-profile profile.toml]`
 //!
 //! Ground truth: every labelled object with at least one LiDAR return whose BEV centre lies inside
 //! the detector's `point_cloud_range` (the rest cannot be detected by construction). Sweeps are
@@ -21,9 +22,10 @@ mod sim_cloud;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use anyhow::Context;
 use boxlayer::detect::{Detector, StageTimings};
 use boxlayer::eval::{ClassThresholds, DetectionConfig, EvalBox, FrameKey, ThresholdRule, evaluate_detection};
-use boxlayer::sim::{SimConfig, Simulator};
+use boxlayer::sim::{DetectorNoiseProfile, SimConfig, Simulator};
 use boxlayer::{ObjectClass, Platform};
 use clap::Parser;
 use serde_json::{Value, json};
@@ -48,6 +50,10 @@ struct Args {
     /// Also write every number as JSON here.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Also fit the detection-noise model to the detector's boxes on every measured sweep of
+    /// every platform (`DetectorNoiseProfile::fit`) and write the profile here as TOML.
+    #[arg(long)]
+    fit_noise_profile: Option<PathBuf>,
 }
 
 /// Near, well-seen vehicles: what `tests/detect_bundled.rs` requires a detector to find.
@@ -326,6 +332,16 @@ fn main() -> anyhow::Result<()> {
             "scatter_ms": t.mean_ms(|s| s.scatter), "head_ms": t.mean_ms(|s| s.head),
             "decode_ms": t.mean_ms(|s| s.decode), "pre_post_share_of_onnx": pre_post / onnx.max(1e-9),
         }));
+    }
+    if let Some(path) = &args.fit_noise_profile {
+        let gt: Vec<EvalBox> = results.iter().flat_map(|r| r.gt.iter().cloned()).collect();
+        let pred: Vec<EvalBox> = results.iter().flat_map(|r| r.pred.iter().cloned()).collect();
+        let profile = DetectorNoiseProfile {
+            name: detector.name().to_string(),
+            ..DetectorNoiseProfile::fit(&gt, &pred)
+        };
+        std::fs::write(path, toml::to_string(&profile)?).with_context(|| format!("writing {}", path.display()))?;
+        println!("\nFitted noise profile written to {}", path.display());
     }
     if let Some(path) = &args.json {
         let doc = json!({

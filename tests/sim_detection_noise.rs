@@ -542,6 +542,8 @@ fn fitting_the_models_own_output_recovers_its_parameters() {
     let fitted = DetectorNoiseProfile::fit(&truth, &detections);
     let v = &fitted.vehicle;
     assert_close("centre σ", v.center_sigma_m, 0.12, 0.012);
+    // Gaussian errors: no tail is worth its parameters.
+    assert_eq!(v.center_outlier_probability, 0.0);
     assert_close("z σ", v.z_sigma_m, 0.08, 0.012);
     assert_close("size bias", v.size_bias, 0.93, 0.01);
     assert_close("size σ", v.size_sigma, 0.05, 0.0075);
@@ -601,6 +603,27 @@ fn fitting_the_models_own_output_recovers_its_parameters() {
     let text = toml::to_string(&fitted).unwrap();
     let back: DetectorNoiseProfile = toml::from_str(&text).unwrap();
     assert_eq!(back, fitted);
+}
+
+#[test]
+fn fitting_recovers_a_heavy_centre_tail() {
+    let vehicle = ClassNoise {
+        center_sigma_m: 0.10,
+        center_outlier_probability: 0.1,
+        center_outlier_scale: 4.0,
+        ..ClassNoise::default()
+    };
+    let profile = DetectorNoiseProfile {
+        name: "tailed".to_string(),
+        min_score: 0.0,
+        vehicle,
+        ..DetectorNoiseProfile::default()
+    };
+    let (truth, detections) = synthetic_run(profile, 400);
+    let v = DetectorNoiseProfile::fit(&truth, &detections).vehicle;
+    assert_close("core centre σ", v.center_sigma_m, 0.10, 0.012);
+    assert_close("tail share", v.center_outlier_probability, 0.1, 0.03);
+    assert_close("tail σ multiple", v.center_outlier_scale, 4.0, 0.8);
 }
 
 #[test]

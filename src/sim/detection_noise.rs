@@ -775,6 +775,72 @@ fn logit(p: f64) -> f64 {
     (p / (1.0 - p)).ln()
 }
 
+/// A heavy tail of the BEV centre error: a wide Gaussian component mixed into the core one.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct CentreTail {
+    /// σ of the core component, per BEV axis (normalised units).
+    core_sigma: f64,
+    /// Share of errors drawn from the wide component.
+    probability: f64,
+    /// σ of the wide component over the core σ.
+    scale: f64,
+}
+
+/// EM iterations of the centre-tail fit (it converges in far fewer on real data).
+const TAIL_EM_ITERATIONS: usize = 500;
+
+/// Fits a two-component zero-mean isotropic 2-D Gaussian scale mixture to squared BEV centre
+/// errors `r²` (already divided by the σ growth) by EM, and keeps it only when it is worth its
+/// two extra parameters by the Bayesian information criterion, its wide σ is at least 1.5 times
+/// the core's and its share lies in [0.5 %, 50 %]; otherwise `None` (a single Gaussian).
+fn fit_centre_tail(r_sq: &[f64]) -> Option<CentreTail> {
+    let n = r_sq.len() as f64;
+    if r_sq.len() < FIT_MIN_MATCHES {
+        return None;
+    }
+    // ln of the 2-D isotropic Gaussian density of r² under variance v (per axis).
+    let ln_density = |r2: f64, v: f64| -(2.0 * std::f64::consts::PI * v).ln() - r2 / (2.0 * v);
+    let single_var = r_sq.iter().sum::<f64>() / (2.0 * n);
+    if single_var <= 0.0 || !single_var.is_finite() {
+        return None;
+    }
+    let single_ll: f64 = r_sq.iter().map(|&r2| ln_density(r2, single_var)).sum();
+    let (mut core_var, mut wide_var, mut q) = (0.5 * single_var, 4.0 * single_var, 0.1f64);
+    let mut mixture_ll = f64::NEG_INFINITY;
+    for _ in 0..TAIL_EM_ITERATIONS {
+        let (mut w_sum, mut w_r2, mut c_r2, mut ll) = (0.0, 0.0, 0.0, 0.0);
+        for &r2 in r_sq {
+            let a = (1.0 - q).ln() + ln_density(r2, core_var);
+            let b = q.ln() + ln_density(r2, wide_var);
+            let top = a.max(b);
+            let total = top + ((a - top).exp() + (b - top).exp()).ln();
+            let wide = (b - total).exp();
+            ll += total;
+            w_sum += wide;
+            w_r2 += wide * r2;
+            c_r2 += (1.0 - wide) * r2;
+        }
+        mixture_ll = ll;
+        if w_sum <= 0.0 || w_sum >= n || c_r2 <= 0.0 {
+            return None;
+        }
+        q = w_sum / n;
+        wide_var = w_r2 / (2.0 * w_sum);
+        core_var = c_r2 / (2.0 * (n - w_sum));
+        if wide_var < core_var {
+            std::mem::swap(&mut wide_var, &mut core_var);
+            q = 1.0 - q;
+        }
+    }
+    let scale = (wide_var / core_var).sqrt();
+    let worth_it = 2.0 * (mixture_ll - single_ll) > 2.0 * n.ln();
+    (worth_it && scale >= 1.5 && (0.005..=0.5).contains(&q) && scale.is_finite()).then(|| CentreTail {
+        core_sigma: core_var.sqrt(),
+        probability: q,
+        scale,
+    })
+}
+
 /// Fits one class's parameters; `default` fills what the data cannot tell.
 fn fit_class(pairs: &[FitPair], truths: &[FitTruth], max_range_m: f64, default: &ClassNoise) -> ClassNoise {
     if pairs.len() < FIT_MIN_MATCHES {
@@ -854,6 +920,18 @@ fn fit_class(pairs: &[FitPair], truths: &[FitTruth], max_range_m: f64, default: 
         if count == 0 { 0.0 } else { (sum / count as f64).sqrt() }
     };
     fitted.center_sigma_m = rms(&|p| vec![p.centre[0], p.centre[1]]);
+    let normalised_sq: Vec<f64> = pairs
+        .iter()
+        .zip(&g)
+        .map(|(p, g)| (p.centre[0] / g).powi(2) + (p.centre[1] / g).powi(2))
+        .collect();
+    if let Some(tail) = fit_centre_tail(&normalised_sq) {
+        fitted.center_sigma_m = tail.core_sigma;
+        fitted.center_outlier_probability = tail.probability;
+        fitted.center_outlier_scale = tail.scale;
+    } else {
+        fitted.center_outlier_probability = 0.0;
+    }
     fitted.z_sigma_m = rms(&|p| vec![p.centre[2]]);
     let n3 = 3.0 * pairs.len() as f64;
     let log_bias = pairs.iter().flat_map(|p| p.log_size).sum::<f64>() / n3;
