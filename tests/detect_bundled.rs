@@ -194,3 +194,22 @@ fn reused_buffers_give_the_detections_of_a_fresh_detector_frame_by_frame() {
         assert!(total >= 10, "{}: only {total} detections", dir.display());
     }
 }
+
+#[test]
+fn every_bundled_detector_ships_its_fitted_noise_profile() {
+    for dir in bundled() {
+        let path = dir.join("noise_profile.toml");
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let profile: boxlayer::sim::DetectorNoiseProfile =
+            toml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let detector = Detector::load(&dir).unwrap();
+        assert_eq!(profile.name, detector.name(), "{}", path.display());
+        // Fitted from real matches, not left at the defaults.
+        assert!(
+            profile.score_slope > 0.0 && profile.score_slope < 10.0,
+            "{}",
+            path.display()
+        );
+        assert!(profile.vehicle.center_sigma_m > 0.0, "{}", path.display());
+    }
+}
