@@ -708,7 +708,7 @@ def export(enc, head, g, args, wall_s, n_sweeps):
             dynamo=False,
         )
     # The canvas goes in as NHWC (each pillar's features contiguous, so the scatter touches only
-    # occupied cells); ONNX Runtime folds the Transpose into its own input reorder.
+    # occupied cells); the Transpose costs the head less than the scatter saves (docs/benchmarks.md).
     onnx.save(to_nhwc(onnx.load(out / "head.onnx")), out / "head.onnx")
     (out / "detector.toml").write_text(manifest(g, args, out))
     (out / "training.json").write_text(json.dumps({
