@@ -254,3 +254,38 @@ fn fusion_ignores_input_order_and_follows_translation() {
         }
     }
 }
+
+#[test]
+fn agreement_score_lowers_boxes_whose_detectors_disagree() {
+    // Three detectors agree exactly on one car; two detectors place another car 0.6 m apart.
+    let dets = vec![
+        det([10.0, 0.0, 0.8, 4.5, 1.9, 1.6, 0.0], 0.8, "a"),
+        det([10.0, 0.0, 0.8, 4.5, 1.9, 1.6, 0.0], 0.8, "b"),
+        det([10.0, 0.0, 0.8, 4.5, 1.9, 1.6, 0.0], 0.8, "c"),
+        det([30.0, 10.0, 0.8, 4.5, 1.9, 1.6, 0.0], 0.8, "a"),
+        det([30.0, 10.6, 0.8, 4.5, 1.9, 1.6, 0.0], 0.8, "b"),
+    ];
+    let score_at = |fused: &[FusedBox], x: f64| {
+        fused
+            .iter()
+            .find(|b| (b.box3.x - x).abs() < 1.0)
+            .map(|b| f64::from(b.score))
+            .unwrap()
+    };
+    let mut config = kbf_peak(1, 0.1);
+    let off = fuse(&dets, &config);
+    assert!((score_at(&off, 10.0) - 0.8).abs() < 1e-6);
+    assert!((score_at(&off, 30.0) - 0.8).abs() < 1e-6);
+    config.vehicle.agreement_sigma_m = 0.3;
+    let on = fuse(&dets, &config);
+    // Full agreement keeps the score; the pair's peak centre is their mean, 0.3 m from each, so
+    // the score is multiplied by exp(−0.3² / (2 · 0.3²)) = exp(−1/2).
+    assert!((score_at(&on, 10.0) - 0.8).abs() < 1e-6);
+    assert!((score_at(&on, 30.0) - 0.8 * (-0.5f64).exp()).abs() < 1e-6);
+    let fused_pair = on.iter().find(|b| b.box3.x > 20.0).unwrap();
+    assert!((fused_pair.box3.y - 10.3).abs() < 1e-9);
+    // A negative scale is a configuration error that names the field.
+    config.vehicle.agreement_sigma_m = -1.0;
+    let err = fuse_boxes(&dets, &config, Platform::Vehicle).unwrap_err().to_string();
+    assert!(err.contains("agreement_sigma_m"), "{err}");
+}

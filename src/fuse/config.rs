@@ -91,6 +91,11 @@ pub struct ClassFusionConfig {
     /// Whether a fused score is multiplied by the weight share of the detectors that voted (as
     /// WBF does), so boxes fewer detectors agree on rank lower; default false (MS3D does not).
     pub score_by_detector_share: bool,
+    /// KBF: with s > 0, a fused score is multiplied by the members' centre agreement
+    /// `Σ wᵢ·exp(−dᵢ²/2s²) / Σ wᵢ` (dᵢ the BEV distance of member i's centre from the fused
+    /// centre, wᵢ its KDE weight; the fused centre's relative kernel density at scale s), so boxes
+    /// whose detectors disagree on the place rank lower (m); default 0 (off; not in MS3D).
+    pub agreement_sigma_m: f64,
     /// WBF: 3D IoU with a cluster's running fused box above which a box joins it (unitless);
     /// default 0.55 (ZFTurbo's `iou_thr`).
     pub wbf_iou: f64,
@@ -127,6 +132,7 @@ impl ClassFusionConfig {
             weighted_sizes: false,
             centre_min_variance_m2: 1e-6,
             score_by_detector_share: false,
+            agreement_sigma_m: 0.0,
             wbf_iou: 0.55,
             union_nms_iou: nms_iou,
             single_detector: None,
@@ -158,6 +164,12 @@ impl ClassFusionConfig {
         unit("union_nms_iou", self.union_nms_iou)?;
         if !(self.radius_m.is_finite() && self.radius_m > 0.0) {
             return Err(bad("radius_m", format!("{} is not a positive distance", self.radius_m)));
+        }
+        if !(self.agreement_sigma_m.is_finite() && self.agreement_sigma_m >= 0.0) {
+            return Err(bad(
+                "agreement_sigma_m",
+                format!("{} is not a non-negative distance", self.agreement_sigma_m),
+            ));
         }
         if self.min_votes == 0 {
             return Err(bad("min_votes", "must be at least 1".into()));
@@ -425,6 +437,8 @@ pub struct ClassOverride {
     pub centre_min_variance_m2: Option<f64>,
     /// Replaces `score_by_detector_share`; default unset.
     pub score_by_detector_share: Option<bool>,
+    /// Replaces `agreement_sigma_m` (m); default unset.
+    pub agreement_sigma_m: Option<f64>,
     /// Replaces `wbf_iou`; default unset.
     pub wbf_iou: Option<f64>,
     /// Replaces `union_nms_iou`; default unset.
@@ -459,6 +473,7 @@ impl ClassOverride {
             weighted_sizes,
             centre_min_variance_m2,
             score_by_detector_share,
+            agreement_sigma_m,
             wbf_iou,
             union_nms_iou
         );

@@ -156,6 +156,24 @@ fn detector_share(voters: &[String], all: &[&str], config: &ClassFusionConfig) -
     voters.iter().map(|d| config.detector_weight(d)).sum::<f64>() / total
 }
 
+/// The members' weighted agreement with the fused centre, `Σ wᵢ·exp(−dᵢ²/2s²) / Σ wᵢ` in (0, 1]
+/// (dᵢ: BEV distance of member i's centre from `fused`'s); 1 when the weights sum to 0.
+fn centre_agreement(members: &[KbfMember], fused: &Box3, sigma_m: f64) -> f64 {
+    let total: f64 = members.iter().map(|m| m.weight).sum();
+    if total <= 0.0 {
+        return 1.0;
+    }
+    let scale = -0.5 / (sigma_m * sigma_m);
+    members
+        .iter()
+        .map(|m| {
+            let d2 = (m.box3.x - fused.x).powi(2) + (m.box3.y - fused.y).powi(2);
+            m.weight * (scale * d2).exp()
+        })
+        .sum::<f64>()
+        / total
+}
+
 fn kbf(
     detections: &[Detection],
     input: &ClassInput,
@@ -191,6 +209,9 @@ fn kbf(
         let mut b = fused_box(detections, indices, box3, class, score);
         if config.score_by_detector_share {
             b.score = (f64::from(b.score) * detector_share(&b.detectors, all_detectors, config)) as f32;
+        }
+        if config.agreement_sigma_m > 0.0 {
+            b.score = (f64::from(b.score) * centre_agreement(&members, &box3, config.agreement_sigma_m)) as f32;
         }
         fused.push(b);
     }
