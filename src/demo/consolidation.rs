@@ -1,5 +1,6 @@
 //! The demo's consolidation stage: per-frame boxes of three modelled detectors (the simulator's
-//! detection-noise model stands in for ONNX detectors until trained ones are bundled) → KDE box
+//! detection-noise model stands in for ONNX detectors: the two bundled networks are trained on the
+//! vehicle platform only, `detectors/*/README.md`, and a third is needed for the ensemble) → KDE box
 //! fusion with `pipelines/fusion.toml` → offline tracking with the default `TrackingProfiles` →
 //! scored against the simulator's truth at each step. It writes the consolidated boxes and their
 //! truth as JSON lines that `boxlayer eval` reads.
