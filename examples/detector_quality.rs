@@ -2,7 +2,8 @@
 //! @0.5, pedestrian and cyclist @0.5 and @0.25; `crate::eval`, strict `>`), recall and centre
 //! error of the near, well-seen vehicles (≥ 30 returns, < 30 m) and precision of the confident
 //! (score ≥ 0.3) vehicle detections within 30 m, as the bundled-detector test checks them
-//! (2 m BEV centre gate) with the quantiles of that centre error, and the time of each stage of
+//! (2 m BEV centre gate) with the quantiles of that centre error and its signed offset along the
+//! sensor ray and the true heading, and the time of each stage of
 //! `Detector::detect_timed` on one thread, with the pre+post share of the ONNX time. The numbers
 //! of the model cards in `detectors/*/README.md` come from this command.
 //!
@@ -94,6 +95,9 @@ struct Near {
     centre_error_sum_m: f64,
     /// Each found one's BEV centre distance (m).
     centre_errors_m: Vec<f64>,
+    /// Each found one's signed BEV centre offset (detection − truth) along the sensor → object
+    /// ray and along the true heading (m).
+    centre_offsets_m: Vec<[f64; 2]>,
     /// Confident vehicle detections closer than `NEAR_MAX_RANGE_M`.
     detections: usize,
     /// Of them, those within `NEAR_MATCH_M` of a GT vehicle (any point count).
@@ -168,12 +172,19 @@ fn measure(detector: &Detector, platform: Platform, args: &Args) -> anyhow::Resu
                     out.near.total += 1;
                     let nearest = confident
                         .iter()
-                        .map(|d| (d.box3.x - b.x).hypot(d.box3.y - b.y))
-                        .fold(f64::INFINITY, f64::min);
-                    if nearest < NEAR_MATCH_M {
+                        .map(|d| (d.box3.x - b.x, d.box3.y - b.y))
+                        .min_by(|p, q| p.0.hypot(p.1).total_cmp(&q.0.hypot(q.1)));
+                    if let Some((dx, dy)) = nearest
+                        && dx.hypot(dy) < NEAR_MATCH_M
+                    {
+                        let distance = dx.hypot(dy);
                         out.near.found += 1;
-                        out.near.centre_error_sum_m += nearest;
-                        out.near.centre_errors_m.push(nearest);
+                        out.near.centre_error_sum_m += distance;
+                        out.near.centre_errors_m.push(distance);
+                        let range = b.x.hypot(b.y).max(1e-9);
+                        let radial = (dx * b.x + dy * b.y) / range;
+                        let along = dx * b.yaw.cos() + dy * b.yaw.sin();
+                        out.near.centre_offsets_m.push([radial, along]);
                     }
                 }
             }
@@ -304,6 +315,41 @@ fn main() -> anyhow::Result<()> {
         }));
     }
 
+    println!(
+        "\nNear-vehicle signed BEV centre offset (detection − truth, m; found vehicles only): along the sensor → \
+         object ray (negative: placed towards the sensor) and along the true heading (negative: towards the tail):\n"
+    );
+    println!("| platform | found | ray mean | ray median | ray sd | heading mean | heading median | heading sd |");
+    println!("|---|---|---|---|---|---|---|---|");
+    let mut json_offsets = Vec::new();
+    for r in &results {
+        let stats = |k: usize| {
+            let mut v: Vec<f64> = r.near.centre_offsets_m.iter().map(|o| o[k]).collect();
+            v.sort_by(f64::total_cmp);
+            let n = v.len().max(1) as f64;
+            let mean = v.iter().sum::<f64>() / n;
+            let sd = (v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n).sqrt();
+            (mean, v.get(v.len() / 2).copied().unwrap_or(f64::NAN), sd)
+        };
+        let (ray, heading) = (stats(0), stats(1));
+        println!(
+            "| {} | {} | {:+.3} | {:+.3} | {:.3} | {:+.3} | {:+.3} | {:.3} |",
+            r.platform,
+            r.near.centre_offsets_m.len(),
+            ray.0,
+            ray.1,
+            ray.2,
+            heading.0,
+            heading.1,
+            heading.2
+        );
+        json_offsets.push(json!({
+            "platform": r.platform.to_string(), "found": r.near.centre_offsets_m.len(),
+            "ray_mean_m": ray.0, "ray_median_m": ray.1, "ray_sd_m": ray.2,
+            "heading_mean_m": heading.0, "heading_median_m": heading.1, "heading_sd_m": heading.2,
+        }));
+    }
+
     println!("\nPer-stage time, mean over the timed sweeps (ms, rayon and ONNX Runtime on one thread each):\n");
     println!(
         "| platform | timed sweeps | pillarise | encoder | scatter | head | decode+NMS | pre+post | ONNX | pre+post / ONNX |"
@@ -352,6 +398,7 @@ fn main() -> anyhow::Result<()> {
             "quality": json_platforms,
             "timings": json_times,
             "near_vehicle_centre_error_quantiles": json_errors,
+            "near_vehicle_centre_offsets": json_offsets,
         });
         std::fs::write(path, serde_json::to_string_pretty(&doc)? + "\n")?;
     }
