@@ -1030,9 +1030,10 @@ impl DetectorNoiseProfile {
     /// e.g. the sensor frame; `EvalBox::num_points` of the truth drives the sparsity terms, which
     /// are left out when any truth box lacks it). Detections match the nearest same-class true
     /// box within a BEV centre gate (2 / 1 / 1.5 m for vehicle / pedestrian / cyclist), highest
-    /// score first; a yaw error beyond ±π/2 counts as a flip. Classes with fewer than
-    /// `FIT_MIN_MATCHES` matches keep `DetectorNoiseProfile::default()`'s values. The method is
-    /// written out in `docs/simulator.md`.
+    /// score first; a yaw error beyond ±π/2 counts as a flip; the BEV centre error gets a heavy
+    /// tail (`center_outlier_*`) only when a two-component fit beats one Gaussian by BIC. Classes
+    /// with fewer than `FIT_MIN_MATCHES` matches keep `DetectorNoiseProfile::default()`'s values.
+    /// The method is written out in `docs/simulator.md`.
     pub fn fit(truth: &[EvalBox], detections: &[EvalBox]) -> DetectorNoiseProfile {
         let default = DetectorNoiseProfile::default();
         let mut frames: std::collections::BTreeMap<&FrameKey, (Vec<&EvalBox>, Vec<&EvalBox>)> = Default::default();
