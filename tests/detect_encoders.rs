@@ -1,5 +1,6 @@
 //! The real CenterPoint-pillar encoders in ../shared/fixtures/onnx-pfn/ (point-major [N,20,10] and
-//! channel-major [1,10,N,20]) load through manifests and run on pillars built by boxlayer.
+//! channel-major [1,10,N,20]) load through manifests and run on pillars built by boxlayer, and
+//! scatter into NCHW and NHWC canvases alike.
 
 use std::path::{Path, PathBuf};
 
@@ -69,6 +70,35 @@ fn real_encoders_load_run_and_scatter_onto_their_cells() {
         }
         let occupied = canvas.data.iter().filter(|v| **v != 0.0).count();
         assert!(occupied <= pillars.count() * 64);
+    }
+}
+
+#[test]
+fn an_nhwc_head_gives_the_detections_of_its_nchw_original() {
+    // The same stand-in heads with their canvas input turned NHWC by tools/head_to_nhwc.py, behind
+    // a channel-major (CarkusL) and a point-major (HaohaoNJU) real encoder.
+    let cloud = sweep(45.0);
+    for name in ["carkusl_pfe_sim", "haohaonju_pfe"] {
+        let nchw = Detector::load(&fixture(name)).unwrap();
+        let nhwc = Detector::load(&fixture(&format!("{name}_nhwc"))).unwrap();
+        let pillars = nhwc.pillarize(&cloud).unwrap();
+        let encoded = nhwc.encode(&pillars).unwrap().unwrap();
+        let canvas = nhwc.scatter(&pillars, &encoded);
+        let (nx, ny) = nhwc.manifest().grid_size();
+        assert_eq!(canvas.shape, [1, ny, nx, 64], "{name}");
+        for (p, &(ix, iy)) in pillars.cells.iter().enumerate() {
+            for c in [0, 17, 63] {
+                let at = (iy as usize * nx + ix as usize) * 64 + c;
+                assert_eq!(canvas.data[at], encoded.get(p, c), "{name}: pillar {p} channel {c}");
+            }
+        }
+        let a = nchw.detect(&cloud).unwrap();
+        let b = nhwc.detect(&cloud).unwrap();
+        assert!(!a.is_empty(), "{name}");
+        assert_eq!(a.len(), b.len(), "{name}");
+        for (a, b) in a.iter().zip(&b) {
+            assert_eq!((a.box3, a.class, a.score), (b.box3, b.class, b.score), "{name}");
+        }
     }
 }
 

@@ -14,6 +14,7 @@ The Rust tests load the manifests, run the whole detector and must get the boxes
                               -> the CenterPoint maps above (plus 0 · sums of all three inputs)
   pooled_center_head_s{1,4}.onnx canvas [1, 64, H, W] -> CenterPoint maps computed from the canvas
                               (heatmap = 4·maxpool_s(max over channels) − 2): a head for the real encoders
+  pooled_center_head_s{1,4}_nhwc.onnx the same with an NHWC canvas [1, H, W, 64] (tools/head_to_nhwc.py)
 
 Anchor NCHW uses OpenPCDet conventions (anchors spread min..max, DIR_OFFSET 0.78539); anchor NHWC uses
 zhulf0804's (cell-centred anchors, θ = limit_period(θ, 1, π) + (1 − bin)·π).
@@ -22,10 +23,14 @@ import hashlib
 import json
 import math
 import pathlib
+import sys
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from head_to_nhwc import to_nhwc  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 OUT = ROOT / "tests" / "fixtures" / "detect"
@@ -390,6 +395,7 @@ num_points = "num_points"
     (OUT / "single_center" / "detector.toml").write_text(text)
     for stride in [1, 4]:
         save(pooled_center_head(stride), f"pooled_center_head_s{stride}.onnx")
+        save(to_nhwc(pooled_center_head(stride)), f"pooled_center_head_s{stride}_nhwc.onnx")
     boxes = [
         {
             "box": b,
