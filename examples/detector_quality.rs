@@ -172,12 +172,14 @@ fn measure(detector: &Detector, platform: Platform, args: &Args) -> anyhow::Resu
                     out.near.total += 1;
                     let nearest = confident
                         .iter()
-                        .map(|d| (d.box3.x - b.x, d.box3.y - b.y))
-                        .min_by(|p, q| p.0.hypot(p.1).total_cmp(&q.0.hypot(q.1)));
-                    if let Some((dx, dy)) = nearest
-                        && dx.hypot(dy) < NEAR_MATCH_M
+                        .map(|d| {
+                            let (dx, dy) = (d.box3.x - b.x, d.box3.y - b.y);
+                            (dx, dy, dx.hypot(dy))
+                        })
+                        .min_by(|p, q| p.2.total_cmp(&q.2));
+                    if let Some((dx, dy, distance)) = nearest
+                        && distance < NEAR_MATCH_M
                     {
-                        let distance = dx.hypot(dy);
                         out.near.found += 1;
                         out.near.centre_error_sum_m += distance;
                         out.near.centre_errors_m.push(distance);
@@ -386,7 +388,16 @@ fn main() -> anyhow::Result<()> {
             name: detector.name().to_string(),
             ..DetectorNoiseProfile::fit(&gt, &pred)
         };
-        std::fs::write(path, toml::to_string(&profile)?).with_context(|| format!("writing {}", path.display()))?;
+        // The file says where it came from: rerunning its second line rewrites it.
+        let command: Vec<String> = std::env::args().skip(1).collect();
+        let text = format!(
+            "# Fitted by DetectorNoiseProfile::fit to this detector's boxes on held-out simulated sweeps ({}):\n\
+             # cargo run --release --example detector_quality -- {}\n{}",
+            args.platforms.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "),
+            command.join(" "),
+            toml::to_string(&profile)?
+        );
+        std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
         println!("\nFitted noise profile written to {}", path.display());
     }
     if let Some(path) = &args.json {

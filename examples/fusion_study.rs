@@ -76,8 +76,8 @@ struct Args {
     score_noise: Option<f64>,
     /// Runs every profile this many times under different names (independent draws), e.g. to
     /// see how the methods scale with the size of the ensemble (default 1).
-    #[arg(long, default_value_t = 1)]
-    copies: usize,
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    copies: u32,
     /// Detector profiles (TOML files of `DetectorNoiseProfile`, e.g. fitted to real detectors by
     /// `detector_quality --fit-noise-profile`), replacing the standard three (comma-separated).
     #[arg(long, value_delimiter = ',')]
