@@ -393,7 +393,11 @@ fn main() -> anyhow::Result<()> {
         let text = format!(
             "# Fitted by DetectorNoiseProfile::fit to this detector's boxes on held-out simulated sweeps ({}):\n\
              # cargo run --release --example detector_quality -- {}\n{}",
-            args.platforms.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "),
+            args.platforms
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", "),
             command.join(" "),
             toml::to_string(&profile)?
         );
