@@ -6,6 +6,7 @@
 //! repository's shared documents for the conventions (frames, box format, classes).
 #![warn(missing_docs)]
 
+pub mod atomic_file;
 pub mod camera;
 pub mod cloud;
 pub mod demo;
