@@ -1,5 +1,5 @@
 //! Box fusion throughput on one core: frames of 3 detectors × 60 boxes (target ≥ 5,000 frames/s
-//! for KBF, with MS3D's defaults and with `pipelines/fusion.toml`), plus WBF and union + NMS for
+//! for KBF, with MS3D's defaults and with `pipelines/base.toml`'s `[fusion]`), plus WBF and union + NMS for
 //! information. Each frame has 55 objects (35 vehicles,
 //! 14 pedestrians, 6 cyclists); each detector sees ~90 % of them with centre noise of ~0.2 m
 //! (vehicles) or ~0.08 m (others) and fills up to 60 boxes with false boxes. Fixed seed. Timed in
@@ -116,7 +116,13 @@ fn bench_fuse(c: &mut Criterion<ThreadCpuTime>) {
         );
     }
     // The pipeline's recommended setting (density-peak centre and heading, min_votes 1).
-    let pipeline: FusionConfig = toml::from_str(include_str!("../pipelines/fusion.toml")).unwrap();
+    let pipeline: FusionConfig = boxlayer::pipeline::PipelineConfig::load(std::path::Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/pipelines/demo.toml"
+    )))
+    .unwrap()
+    .config
+    .fusion;
     bench_one(
         &mut group,
         "kbf_pipeline_3x60",

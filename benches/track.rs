@@ -64,10 +64,11 @@ fn mover(rng: &mut Rng, born: usize, centre: [f64; 2]) -> Mover {
 /// `frames` frames at 10 Hz from a platform driving at 5 m/s; objects that leave the 60 m
 /// square around it are replaced by new ones. `points` adds 20 returns per object and 500
 /// ground returns per frame.
-fn sequence(frames: usize, points: bool, seed: u64) -> Vec<TrackFrame> {
+fn sequence(frames: usize, points: bool, seed: u64) -> (Vec<TrackFrame>, Vec<Option<std::sync::Arc<PointCloud>>>) {
     let mut rng = Rng(seed);
     let mut movers: Vec<Mover> = (0..OBJECTS).map(|_| mover(&mut rng, 0, [0.0, 0.0])).collect();
     let mut out = Vec::with_capacity(frames);
+    let mut clouds = Vec::with_capacity(frames);
     for i in 0..frames {
         let t = i as f64 * 0.1;
         let ego = [5.0 * t, 0.0];
@@ -120,42 +121,42 @@ fn sequence(frames: usize, points: bool, seed: u64) -> Vec<TrackFrame> {
                 votes: 1,
             });
         }
-        let points_in_sensor = points.then(|| {
+        let cloud = points.then(|| {
             for _ in 0..500 {
                 px.push(rng.uniform(-60.0, 60.0) as f32);
                 py.push(rng.uniform(-60.0, 60.0) as f32);
                 pz.push(0.0);
             }
             let n = px.len();
-            PointCloud::from_columns(px, py, pz, vec![0.0; n]).expect("columns of equal length")
+            std::sync::Arc::new(PointCloud::from_columns(px, py, pz, vec![0.0; n]).expect("columns of equal length"))
         });
         out.push(TrackFrame {
             timestamp_micros: i as i64 * 100_000,
             world_from_sensor,
             boxes,
-            points_in_sensor,
         });
+        clouds.push(cloud);
     }
-    out
+    (out, clouds)
 }
 
 fn bench_track(c: &mut Criterion<ThreadCpuTime>) {
-    let short = sequence(200, false, 1);
+    let (short, short_points) = sequence(200, false, 1);
     let mut group = c.benchmark_group("track");
     group.throughput(Throughput::Elements(short.len() as u64));
     let baseline = TrackConfig::forward_only_baseline();
     group.bench_function("forward_pass_200_frames_50_objects", |bench| {
-        bench.iter(|| consolidate(black_box(&short), &baseline).map(|c| c.boxes.len()))
+        bench.iter(|| consolidate(black_box(&short), &short_points, &baseline).map(|c| c.boxes.len()))
     });
     group.finish();
 
-    let long = sequence(2000, true, 2);
+    let (long, long_points) = sequence(2000, true, 2);
     let mut group = c.benchmark_group("track");
     group.sample_size(10);
     group.throughput(Throughput::Elements(long.len() as u64));
     let offline = TrackConfig::default();
     group.bench_function("offline_consolidation_2000_frames_50_objects", |bench| {
-        bench.iter(|| consolidate(black_box(&long), &offline).map(|c| c.boxes.len()))
+        bench.iter(|| consolidate(black_box(&long), &long_points, &offline).map(|c| c.boxes.len()))
     });
     group.finish();
 }

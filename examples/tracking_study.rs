@@ -49,8 +49,8 @@ struct Args {
     /// Per-frame fusion.
     #[arg(long, value_enum, default_value_t = Fusion::Kbf)]
     fusion: Fusion,
-    /// KDE box fusion settings as TOML (`FusionConfig`); `ms3d` for `FusionConfig::default()`.
-    #[arg(long, default_value = "pipelines/fusion.toml")]
+    /// A pipeline config whose `[fusion]` table is used; `ms3d` for `FusionConfig::default()`.
+    #[arg(long, default_value = "pipelines/demo.toml")]
     fusion_config: String,
     /// Tracking profiles as TOML (`TrackingProfiles`; partial tables keep the defaults).
     #[arg(long)]
@@ -154,23 +154,28 @@ fn track_eval_boxes(seq: &NoisySequence, c: &Consolidation) -> Vec<EvalBox> {
         .collect()
 }
 
-fn track_frames(seq: &NoisySequence, labels: &[Vec<TrackInputBox>]) -> Result<Vec<TrackFrame>> {
-    seq.frames
-        .iter()
-        .zip(labels)
-        .map(|(f, boxes)| {
-            let x = f.points.iter().map(|p| p[0]).collect();
-            let y = f.points.iter().map(|p| p[1]).collect();
-            let z = f.points.iter().map(|p| p[2]).collect();
-            let cloud = PointCloud::from_columns(x, y, z, vec![0.0; f.points.len()])?;
-            Ok(TrackFrame {
-                timestamp_micros: f.timestamp_micros,
-                world_from_sensor: f.world_from_sensor,
-                boxes: boxes.clone(),
-                points_in_sensor: Some(cloud),
-            })
-        })
-        .collect()
+type SweepClouds = Vec<Option<std::sync::Arc<PointCloud>>>;
+
+fn track_frames(seq: &NoisySequence, labels: &[Vec<TrackInputBox>]) -> Result<(Vec<TrackFrame>, SweepClouds)> {
+    let mut frames = Vec::new();
+    let mut clouds = Vec::new();
+    for (f, boxes) in seq.frames.iter().zip(labels) {
+        let x = f.points.iter().map(|p| p[0]).collect();
+        let y = f.points.iter().map(|p| p[1]).collect();
+        let z = f.points.iter().map(|p| p[2]).collect();
+        clouds.push(Some(std::sync::Arc::new(PointCloud::from_columns(
+            x,
+            y,
+            z,
+            vec![0.0; f.points.len()],
+        )?)));
+        frames.push(TrackFrame {
+            timestamp_micros: f.timestamp_micros,
+            world_from_sensor: f.world_from_sensor,
+            boxes: boxes.clone(),
+        });
+    }
+    Ok((frames, clouds))
 }
 
 /// One row of the table.
@@ -555,8 +560,11 @@ fn main() -> Result<()> {
     };
     let fusion_config: FusionConfig = match args.fusion_config.as_str() {
         "ms3d" => FusionConfig::default(),
-        path => toml::from_str(&std::fs::read_to_string(path).with_context(|| format!("read {path}"))?)
-            .with_context(|| format!("{path}: bad fusion config"))?,
+        path => {
+            boxlayer::pipeline::PipelineConfig::load(std::path::Path::new(path))?
+                .config
+                .fusion
+        }
     };
     println!(
         "| platform | labels | vehicle BEV AP@0.7 | pedestrian BEV AP@0.5 | vehicle recall | pedestrian recall | vehicle MOTA | vehicle IDS/100 GT tracks | boxes |"
@@ -575,12 +583,12 @@ fn main() -> Result<()> {
                 .iter()
                 .map(|f| fuse_frame(&f.detections, args.fusion, &fuser))
                 .collect::<Result<_>>()?;
-            let frames = track_frames(&seq, &labels)?;
+            let (frames, clouds) = track_frames(&seq, &labels)?;
             let start = Instant::now();
-            let consolidated = consolidate(&frames, tracking.for_platform(platform))?;
+            let consolidated = consolidate(&frames, &clouds, tracking.for_platform(platform))?;
             seconds[0] += start.elapsed().as_secs_f64();
             let start = Instant::now();
-            let forward = consolidate(&frames, &TrackConfig::forward_only_baseline())?;
+            let forward = consolidate(&frames, &clouds, &TrackConfig::forward_only_baseline())?;
             seconds[1] += start.elapsed().as_secs_f64();
             if args.diagnose {
                 diagnose(&seq, &labels, &consolidated, &mut diagnosis);

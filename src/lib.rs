@@ -7,6 +7,7 @@
 #![warn(missing_docs)]
 
 pub mod atomic_file;
+pub mod boxes;
 pub mod camera;
 pub mod cloud;
 pub mod demo;
@@ -17,6 +18,7 @@ pub mod fuse;
 pub mod geometry;
 pub mod inspect;
 pub mod pipeline;
+pub mod shards;
 pub mod sim;
 pub mod sources;
 pub mod track;

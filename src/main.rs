@@ -17,20 +17,51 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Run the demonstration on data it simulates itself and print what each stage produced.
+    /// Simulate a vehicle, drone and quadruped log, run the whole pipeline on them with the
+    /// bundled detectors, and print each step's quality against the simulator's truth.
     Demo {
-        /// Sweeps per platform written in the real formats and read back.
-        #[arg(long, default_value_t = 5)]
-        frames: usize,
-        /// Consecutive sweeps per platform for the fusion and tracking stages.
+        /// Sweeps per platform.
         #[arg(long, default_value_t = 40)]
-        consolidation_frames: usize,
+        frames: usize,
         /// Simulator seed.
         #[arg(long, default_value_t = 7)]
         seed: u64,
-        /// Output folder.
+        /// Output folder: the logs go to `OUT/logs/`, the shards to `OUT/shards/`.
         #[arg(long, default_value = "demo-out")]
         out: PathBuf,
+        /// The pipeline config (default: the repository's `pipelines/demo.toml`).
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+    /// Turn logs into the box layer: read → detect → fuse → track → box rows → Parquet shards
+    /// in `OUT/<platform>/<sequence>/`.
+    Run {
+        /// The pipeline config (`pipelines/*.toml`).
+        config: PathBuf,
+        /// Folder the data manifest's paths start from.
+        #[arg(long, default_value = ".")]
+        data_root: PathBuf,
+        /// Output folder.
+        #[arg(long)]
+        out: PathBuf,
+        /// One log to run instead of the config's data manifest.
+        #[arg(long)]
+        input: Option<PathBuf>,
+        /// The platform of `--input` (vehicle, drone, quadruped).
+        #[arg(long, requires = "input")]
+        platform: Option<boxlayer::Platform>,
+        /// Ground truth of `--input` (JSON lines) to score the run against.
+        #[arg(long, requires = "input")]
+        truth: Option<PathBuf>,
+        /// Only these sequences of the data manifest, comma-separated.
+        #[arg(long, value_delimiter = ',')]
+        sequences: Vec<String>,
+        /// Only these positions of each sequence's frames, `A..B` (B excluded).
+        #[arg(long, value_parser = parse_range)]
+        frames: Option<std::ops::Range<usize>>,
+        /// Start from an earlier run's stored detections (`fuse`, `track`, `camera`) instead of reading and detecting.
+        #[arg(long, value_enum, default_value = "read")]
+        from: boxlayer::pipeline::StartFrom,
     },
     /// Print a one-screen summary of an input: an ONNX model, a Waymo v1 segment or a Waymo v2 folder.
     Inspect {
@@ -108,6 +139,17 @@ enum Command {
     },
 }
 
+/// Parses `A..B` into a half-open range.
+fn parse_range(text: &str) -> Result<std::ops::Range<usize>, String> {
+    let (a, b) = text.split_once("..").ok_or_else(|| format!("`{text}` is not A..B"))?;
+    let a: usize = a.trim().parse().map_err(|e| format!("`{a}`: {e}"))?;
+    let b: usize = b.trim().parse().map_err(|e| format!("`{b}`: {e}"))?;
+    if b <= a {
+        return Err(format!("`{text}`: the end must be after the start"));
+    }
+    Ok(a..b)
+}
+
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("BOXLAYER_LOG").unwrap_or_else(|_| "info".into()))
@@ -126,18 +168,46 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Demo {
             frames,
-            consolidation_frames,
             seed,
             out,
+            config,
         } => {
             let options = boxlayer::demo::DemoOptions {
                 frames,
                 seed,
                 out,
-                consolidation_frames,
+                config: config.unwrap_or_else(|| PathBuf::from(boxlayer::demo::DEMO_CONFIG)),
+                progress: true,
             };
             let report = boxlayer::demo::run(&options).context("demo")?;
             print!("{report}");
+        }
+        Command::Run {
+            config,
+            data_root,
+            out,
+            input,
+            platform,
+            truth,
+            sequences,
+            frames,
+            from,
+        } => {
+            let loaded = boxlayer::pipeline::PipelineConfig::load(&config)?;
+            let options = boxlayer::pipeline::RunOptions {
+                config: loaded,
+                data_root,
+                input,
+                platform,
+                truth,
+                out,
+                sequences,
+                frames,
+                from,
+                progress: true,
+            };
+            let summary = boxlayer::pipeline::run(&options).context("run")?;
+            print!("{summary}");
         }
         Command::Inspect { file } => {
             let summary = boxlayer::inspect::inspect(&file).with_context(|| format!("inspect {}", file.display()))?;

@@ -7,9 +7,7 @@ use std::f64::consts::PI;
 
 use boxlayer::frame::ObjectClass;
 use boxlayer::geometry::{Box3, wrap_angle};
-use boxlayer::track::{
-    BoxOrigin, Consolidation, MotionState, TrackConfig, TrackError, TrackFrame, TrackInputBox, TrackMode, consolidate,
-};
+use boxlayer::track::{BoxOrigin, Consolidation, MotionState, TrackConfig, TrackError, TrackInputBox, TrackMode};
 use boxlayer::{PointCloud, geometry::pose::isometry_from_euler};
 use nalgebra::{Isometry3, Vector3};
 
@@ -19,13 +17,39 @@ use split_mix::Rng;
 
 const PERIOD_MICROS: i64 = 100_000;
 
+/// A hand-built sweep: the tracker's input and, optionally, its points.
+#[derive(Debug, Clone)]
+struct TestFrame {
+    timestamp_micros: i64,
+    world_from_sensor: Isometry3<f64>,
+    boxes: Vec<TrackInputBox>,
+    points_in_sensor: Option<PointCloud>,
+}
+
+/// Tracks the hand-built frames, their points given through the tracker's points provider.
+fn consolidate(frames: &[TestFrame], config: &TrackConfig) -> Result<Consolidation, TrackError> {
+    let track: Vec<boxlayer::track::TrackFrame> = frames
+        .iter()
+        .map(|f| boxlayer::track::TrackFrame {
+            timestamp_micros: f.timestamp_micros,
+            world_from_sensor: f.world_from_sensor,
+            boxes: f.boxes.clone(),
+        })
+        .collect();
+    let points: Vec<Option<std::sync::Arc<PointCloud>>> = frames
+        .iter()
+        .map(|f| f.points_in_sensor.clone().map(std::sync::Arc::new))
+        .collect();
+    boxlayer::track::consolidate(&track, &points, config)
+}
+
 /// A frame at index `i` seen from `world_from_sensor`, with boxes given in the world frame.
 fn frame(
     i: usize,
     world_from_sensor: Isometry3<f64>,
     boxes_in_world: &[(Box3, ObjectClass, f64)],
     points_in_world: Option<&[[f64; 3]]>,
-) -> TrackFrame {
+) -> TestFrame {
     let sensor_from_world = world_from_sensor.inverse();
     let points_in_sensor = points_in_world.map(|pts| {
         let (mut x, mut y, mut z) = (Vec::new(), Vec::new(), Vec::new());
@@ -38,7 +62,7 @@ fn frame(
         let n = x.len();
         PointCloud::from_columns(x, y, z, vec![0.0; n]).unwrap()
     });
-    TrackFrame {
+    TestFrame {
         timestamp_micros: 1_000_000 + i as i64 * PERIOD_MICROS,
         world_from_sensor,
         boxes: boxes_in_world
@@ -107,7 +131,7 @@ fn constant_velocity_target_with_missing_detections_is_one_track_with_gaps_fille
         let k = 1 + (rng.uniform(0.0, 1.0) * (n - 2) as f64) as usize;
         missing.insert(k);
     }
-    let frames: Vec<TrackFrame> = (0..n)
+    let frames: Vec<TestFrame> = (0..n)
         .map(|i| {
             let mut b = truth(i);
             b.x += rng.normal(0.1);
@@ -145,7 +169,7 @@ fn crossing_targets_keep_their_ids() {
     let n = 60;
     let a = |i: usize| car(-30.0 + 1.0 * i as f64, 0.0, 0.0);
     let b = |i: usize| car(0.0, -29.0 + 1.0 * i as f64, PI / 2.0);
-    let frames: Vec<TrackFrame> = (0..n)
+    let frames: Vec<TestFrame> = (0..n)
         .map(|i| {
             let noisy = |mut x: Box3, rng: &mut Rng| {
                 x.x += rng.normal(0.1);
@@ -186,7 +210,7 @@ fn heading_flip_does_not_break_the_track() {
     let n = 50;
     let yaw: f64 = 2.9;
     let truth = |i: usize| car(0.8 * i as f64 * yaw.cos(), 0.8 * i as f64 * yaw.sin(), yaw);
-    let frames: Vec<TrackFrame> = (0..n)
+    let frames: Vec<TestFrame> = (0..n)
         .map(|i| {
             let mut b = truth(i);
             if (20..28).contains(&i) {
@@ -215,7 +239,7 @@ fn heading_flip_does_not_break_the_track() {
 fn static_object_is_fused_and_propagated() {
     let mut rng = Rng(3);
     let parked = car(12.0, -4.0, 1.0);
-    let frames: Vec<TrackFrame> = (0..80)
+    let frames: Vec<TestFrame> = (0..80)
         .map(|i| {
             let mut b = parked;
             b.x += rng.normal(0.08);
@@ -255,7 +279,7 @@ fn static_object_is_fused_and_propagated() {
 #[test]
 fn short_low_score_tracks_are_dropped() {
     let mut rng = Rng(5);
-    let frames: Vec<TrackFrame> = (0..40)
+    let frames: Vec<TestFrame> = (0..40)
         .map(|i| {
             let mut boxes = vec![(car(0.4 * i as f64, 10.0, 0.0), ObjectClass::Vehicle, 0.8)];
             if i % 5 == 0 || i % 5 == 1 {
@@ -293,7 +317,7 @@ fn ego_motion_is_compensated() {
         let t = i as f64 * 0.1;
         isometry_from_euler(Vector3::new(10.0 * t, 0.5 * t * t, 0.0), 0.05 * t, 0.02, -0.01)
     };
-    let frames: Vec<TrackFrame> = (0..n)
+    let frames: Vec<TestFrame> = (0..n)
         .map(|i| {
             let mut b = parked;
             b.x += rng.normal(0.1);
@@ -317,7 +341,7 @@ fn ego_motion_is_compensated() {
 #[test]
 fn dynamic_track_is_extended_while_points_show_it() {
     let truth = |i: usize| car(0.9 * i as f64, 3.0, 0.0);
-    let frames: Vec<TrackFrame> = (0..60)
+    let frames: Vec<TestFrame> = (0..60)
         .map(|i| {
             let boxes = if i < 40 {
                 vec![(truth(i), ObjectClass::Vehicle, 0.8)]
@@ -337,7 +361,7 @@ fn dynamic_track_is_extended_while_points_show_it() {
         assert!((b.box_in_world.x - t.x).abs() < 0.3, "frame {}", b.frame);
     }
     // Ground points alone are no evidence: with only the ground ring, nothing is extended.
-    let ground_only: Vec<TrackFrame> = frames
+    let ground_only: Vec<TestFrame> = frames
         .iter()
         .enumerate()
         .map(|(i, f)| {
@@ -358,7 +382,7 @@ fn dynamic_track_is_extended_while_points_show_it() {
 #[test]
 fn rigid_tracks_share_one_size_and_pedestrians_keep_theirs() {
     let mut rng = Rng(17);
-    let frames: Vec<TrackFrame> = (0..30)
+    let frames: Vec<TestFrame> = (0..30)
         .map(|i| {
             let mut v = car(i as f64, 0.0, 0.0);
             v.l += rng.normal(0.2);
@@ -386,7 +410,7 @@ fn rigid_tracks_share_one_size_and_pedestrians_keep_theirs() {
 /// (max_age 2) starts a new track, and marks its one coasted frame as extended.
 #[test]
 fn baseline_breaks_where_offline_bridges() {
-    let frames: Vec<TrackFrame> = (0..40)
+    let frames: Vec<TestFrame> = (0..40)
         .map(|i| {
             let boxes = if (15..20).contains(&i) {
                 vec![]
@@ -409,7 +433,7 @@ fn baseline_breaks_where_offline_bridges() {
 
 #[test]
 fn bad_input_is_reported_with_its_frame() {
-    let mut frames: Vec<TrackFrame> = (0..3).map(|i| frame(i, Isometry3::identity(), &[], None)).collect();
+    let mut frames: Vec<TestFrame> = (0..3).map(|i| frame(i, Isometry3::identity(), &[], None)).collect();
     frames[2].timestamp_micros = frames[1].timestamp_micros;
     let e = consolidate(&frames, &TrackConfig::default()).unwrap_err();
     assert!(matches!(
@@ -420,7 +444,7 @@ fn bad_input_is_reported_with_its_frame() {
             ..
         }
     ));
-    let mut frames: Vec<TrackFrame> = (0..2).map(|i| frame(i, Isometry3::identity(), &[], None)).collect();
+    let mut frames: Vec<TestFrame> = (0..2).map(|i| frame(i, Isometry3::identity(), &[], None)).collect();
     frames[1].boxes.push(TrackInputBox {
         box3: Box3::new(f64::NAN, 0.0, 0.0, 1.0, 1.0, 1.0, 0.0),
         class: ObjectClass::Vehicle,
@@ -436,7 +460,7 @@ fn bad_input_is_reported_with_its_frame() {
 /// joined.
 #[test]
 fn still_object_is_joined_across_a_long_gap() {
-    let build = |second: Box3| -> Vec<TrackFrame> {
+    let build = |second: Box3| -> Vec<TestFrame> {
         (0..100)
             .map(|i| {
                 let boxes = match i {
@@ -460,7 +484,7 @@ fn still_object_is_joined_across_a_long_gap() {
 /// `n` frames of parked cars: `cars[k]` is detected (σ = 0.15 m centre noise, score 0.7) in the
 /// frames where `seen(k, i)` holds, and its points are in the sweep there too; elsewhere the
 /// sweep has only far-away wall points (the car is hidden: no return).
-fn parked_sequence(n: usize, cars: &[Box3], seen: impl Fn(usize, usize) -> bool, seed: u64) -> Vec<TrackFrame> {
+fn parked_sequence(n: usize, cars: &[Box3], seen: impl Fn(usize, usize) -> bool, seed: u64) -> Vec<TestFrame> {
     noisy_parked_sequence(n, cars, seen, seed, 0.15)
 }
 
@@ -471,7 +495,7 @@ fn noisy_parked_sequence(
     seen: impl Fn(usize, usize) -> bool,
     seed: u64,
     sigma_m: f64,
-) -> Vec<TrackFrame> {
+) -> Vec<TestFrame> {
     let mut rng = Rng(seed);
     (0..n)
         .map(|i| {
@@ -533,7 +557,7 @@ fn long_static_gap_is_filled_where_the_points_show_the_object() {
 }
 
 /// The frame index of a `frame(...)` built by this file (from its timestamp).
-fn f_index(f: &TrackFrame) -> usize {
+fn f_index(f: &TestFrame) -> usize {
     ((f.timestamp_micros - 1_000_000) / PERIOD_MICROS) as usize
 }
 
@@ -578,7 +602,7 @@ fn different_sized_car_on_the_same_spot_gets_a_new_id() {
 #[test]
 fn hidden_gap_frames_of_a_moving_car_stay_empty() {
     let truth = |i: usize| car(5.0 + 0.8 * i as f64, 1.0, 0.0);
-    let build = |points_on_car: bool| -> Vec<TrackFrame> {
+    let build = |points_on_car: bool| -> Vec<TestFrame> {
         (0..60)
             .map(|i| {
                 let gap = (25..33).contains(&i);
@@ -615,7 +639,7 @@ fn partial_view_detections_of_a_parked_car_join_its_static_track() {
     let parked = car(15.0, 6.0, 0.3);
     let mut rng = Rng(21);
     let (s, c) = parked.yaw.sin_cos();
-    let frames: Vec<TrackFrame> = (0..120)
+    let frames: Vec<TestFrame> = (0..120)
         .map(|i| {
             let mut b = parked;
             if (40..80).contains(&i) && i % 2 == 1 {

@@ -1,48 +1,13 @@
-//! `boxlayer detect`: runs one detector on one frame of a point file and reports the boxes.
-//! Until the Waymo and M3ED sources are wired in, the only input is a KITTI-style `.bin` file
-//! (little-endian float32 `x, y, z, intensity` per point, one sweep = frame 0).
+//! `boxlayer detect`: runs one detector on one frame of any log a source reads (Waymo, M3ED,
+//! KITTI-style `.bin`) and reports the boxes.
 
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use super::detector::{Detection, Detector, StageTimings};
+use super::detector::{Detector, StageTimings};
 use super::error::DetectError;
-use crate::cloud::PointCloud;
-
-/// Reads a KITTI-style `.bin` sweep: little-endian float32 `x, y, z, intensity` per point.
-pub fn read_kitti_bin(path: &Path) -> Result<PointCloud, DetectError> {
-    let bytes = std::fs::read(path).map_err(|e| DetectError::Io {
-        path: path.to_path_buf(),
-        reason: e.to_string(),
-    })?;
-    if bytes.len() % 16 != 0 {
-        return Err(DetectError::Input {
-            path: path.to_path_buf(),
-            reason: format!(
-                "{} bytes is not a whole number of 16-byte points (float32 x, y, z, intensity)",
-                bytes.len()
-            ),
-        });
-    }
-    let n = bytes.len() / 16;
-    let mut columns = [
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-    ];
-    for point in bytes.chunks_exact(16) {
-        for (column, value) in columns.iter_mut().zip(point.chunks_exact(4)) {
-            column.push(f32::from_le_bytes([value[0], value[1], value[2], value[3]]));
-        }
-    }
-    let [x, y, z, intensity] = columns;
-    PointCloud::from_columns(x, y, z, intensity).map_err(|e| DetectError::Input {
-        path: path.to_path_buf(),
-        reason: e.to_string(),
-    })
-}
+use crate::boxes::Detection;
 
 /// What `boxlayer detect` reports for one frame.
 #[derive(Debug, Clone, Serialize)]
@@ -61,23 +26,18 @@ pub struct DetectReport {
     pub detections: Vec<Detection>,
 }
 
-/// Loads the detector in `detector_dir` and runs it on frame `frame` of `file`.
+/// Loads the detector in `detector_dir` (or the `detector.toml` path itself) and runs it on frame
+/// `frame` of `file`, opened with whichever reader accepts it (`sources::open`).
 pub fn detect_file(detector_dir: &Path, file: &Path, frame: usize) -> Result<DetectReport, DetectError> {
-    let is_bin = file.extension().is_some_and(|e| e.eq_ignore_ascii_case("bin"));
-    if !is_bin {
-        return Err(DetectError::Input {
-            path: file.to_path_buf(),
-            reason: "unsupported input: only KITTI-style .bin sweeps (float32 x, y, z, intensity) so far".into(),
-        });
-    }
-    if frame != 0 {
-        return Err(DetectError::Input {
-            path: file.to_path_buf(),
-            reason: format!("frame {frame} out of range (a .bin file holds one sweep, frame 0)"),
-        });
-    }
+    let source = crate::sources::open(file, None, &crate::sources::SourceOptions::default())?;
+    let detector_dir = match detector_dir.file_name() {
+        Some(name) if name == super::MANIFEST_FILE && detector_dir.is_file() => {
+            detector_dir.parent().unwrap_or(Path::new("."))
+        }
+        _ => detector_dir,
+    };
     let detector = Detector::load(detector_dir)?;
-    let cloud = read_kitti_bin(file)?;
+    let cloud = source.frame(frame)?.cloud;
     let (detections, timings) = detector.detect_timed(&cloud)?;
     Ok(DetectReport {
         detector: detector.name().to_string(),
@@ -141,19 +101,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn kitti_bin_round_trips_and_rejects_partial_points() {
-        let dir = std::env::temp_dir().join(format!("boxlayer-kitti-bin-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("000000.bin");
-        let values = [1.0f32, 2.0, 3.0, 0.5, -4.0, 5.5, -1.0, 0.25];
-        let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
-        std::fs::write(&path, &bytes).unwrap();
-        let cloud = read_kitti_bin(&path).unwrap();
-        assert_eq!(cloud.x(), &[1.0, -4.0]);
-        assert_eq!(cloud.intensity(), &[0.5, 0.25]);
-        std::fs::write(&path, &bytes[..20]).unwrap();
-        let err = read_kitti_bin(&path).unwrap_err().to_string();
-        assert!(err.ends_with("20 bytes is not a whole number of 16-byte points (float32 x, y, z, intensity)"));
+    fn a_frame_past_the_end_is_refused_before_the_detector_loads() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("000000.bin");
+        std::fs::write(&path, [0u8; 32]).unwrap();
         let err = detect_file(Path::new("."), &path, 3).unwrap_err().to_string();
         assert!(err.contains("frame 3 out of range"), "{err}");
     }

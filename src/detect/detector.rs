@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use ort::session::{Session, SessionInputValue};
 use ort::value::{Tensor, TensorRef};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use super::anchor::AnchorDecoder;
@@ -21,22 +21,9 @@ use super::pillarize::{PillarGrid, PillarRows, PillarSpec, Pillars, pillarize, p
 use super::postprocess::select_boxes;
 use super::runtime::{SessionOptions, TensorInfo, open_session_with, session_tensors};
 use super::scatter::{Canvas, EncodedPillars, EncodedPillarsView, scatter_to_canvas, scatter_view_into};
+use crate::boxes::Detection;
 use crate::cloud::PointCloud;
 use crate::frame::ObjectClass;
-use crate::geometry::Box3;
-
-/// One detected object.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Detection {
-    /// The box in the frame of the cloud given to the detector.
-    pub box3: Box3,
-    /// boxlayer class, mapped from the detector's label by the manifest.
-    pub class: ObjectClass,
-    /// Detector score in [0, 1].
-    pub score: f32,
-    /// The detector's name.
-    pub detector: String,
-}
 
 /// Wall time of each stage of one `detect` call (serialised as `<stage>_ms` floats).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]

@@ -117,4 +117,7 @@ pub enum DetectError {
         /// What is wrong.
         reason: String,
     },
+    /// The input log could not be opened or read.
+    #[error(transparent)]
+    Source(#[from] crate::sources::SourceError),
 }

@@ -5,7 +5,7 @@ use super::config::{ClassFusionConfig, FusionConfig, FusionMethod};
 use super::kbf::{KbfMember, KbfScratch, fuse_cluster_in};
 use super::wbf::weighted_boxes_fusion;
 use super::{FuseError, FusedBox};
-use crate::detect::Detection;
+use crate::boxes::Detection;
 use crate::frame::{ObjectClass, Platform};
 use crate::geometry::{Box3, iou_bev, nms_bev};
 

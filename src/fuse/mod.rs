@@ -1,7 +1,7 @@
 //! Fuses one frame's boxes from several detectors into one box per object: MS3D-style KDE box
 //! fusion (KBF) with a scipy-compatible weighted Gaussian KDE, and, measured against it, rotated
 //! 3D Weighted Boxes Fusion, the best single detector and union + NMS. It works on one frame's
-//! `detect::Detection`s in whatever frame they share and never looks at points, other frames,
+//! `boxes::Detection`s in whatever frame they share and never looks at points, other frames,
 //! tracks or files. Definitions and the study behind the defaults are in `docs/fusion.md`.
 
 mod cluster;
@@ -14,7 +14,6 @@ mod wbf;
 use thiserror::Error;
 
 use crate::frame::{ObjectClass, Platform};
-use crate::geometry::Box3;
 
 pub use cluster::radius_clusters;
 pub use config::{
@@ -29,22 +28,7 @@ pub use kde::{
 };
 pub use wbf::{WbfCluster, weighted_boxes_fusion};
 
-/// One fused box: the box, its class and score, and who voted for it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct FusedBox {
-    /// The fused box, in the frame the detections shared.
-    pub box3: Box3,
-    /// Canonical class.
-    pub class: ObjectClass,
-    /// Fused score in [0, 1].
-    pub score: f32,
-    /// Number of input boxes merged into this one (1 for an unmerged box).
-    pub votes: u32,
-    /// Names of the detectors that voted, sorted, each once.
-    pub detectors: Vec<String>,
-    /// Indices of the merged boxes in the input slice, ascending.
-    pub members: Vec<usize>,
-}
+pub use crate::boxes::FusedBox;
 
 /// Errors of the fusion module: bad configuration, bad input boxes, and KDE failures.
 #[derive(Debug, Error)]

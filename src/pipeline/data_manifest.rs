@@ -8,6 +8,7 @@ use serde::Deserialize;
 use thiserror::Error;
 
 use crate::frame::Platform;
+use crate::sources::SourceKind;
 
 /// Errors loading a data manifest.
 #[derive(Debug, Error)]
@@ -67,8 +68,8 @@ pub struct SequenceEntry {
     pub name: String,
     /// The dataset's name for it (3EED's `Outdoor_Day_penno_parking_1`); may equal `name`.
     pub dataset_name: String,
-    /// The reader to open it with (`waymo-v1`, `waymo-v2`, `m3ed`).
-    pub source_kind: String,
+    /// The reader to open it with (`waymo-v1`, `waymo-v2`, `m3ed`, `kitti-bin`).
+    pub source_kind: SourceKind,
     /// Path relative to the data root.
     pub path: PathBuf,
     /// The platform that recorded it.

@@ -1,6 +1,556 @@
-//! Runs whole sequences through the stages in order, and shards the work across workers. This is
-//! the only module that knows the stage order; it reads data manifests to know what to run.
+//! Runs whole sequences through the stages in order and writes their shards: `boxlayer run`.
+//! This is the only module that knows the stage order (`sequence.rs`); it reads pipeline configs
+//! and data manifests to know what to run, opens each log through the source registry, loads the
+//! detectors once for all sequences, and hands each sequence's layer to `shards`.
 
+mod config;
 mod data_manifest;
+mod score;
+mod scratch;
+mod sequence;
 
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use sha2::{Digest, Sha256};
+use thiserror::Error;
+
+pub use config::{
+    ConfigError, DetectorEntry, LayerOrigin, LoadedConfig, MAX_EXTENDS_DEPTH, OutputConfig, PipelineConfig, PointsKept,
+    ReviewConfig, RuntimeConfig, SourceConfig, StagesConfig, overlay,
+};
 pub use data_manifest::{DataManifest, ManifestError, SequenceEntry, Split};
+pub use score::{ClassAp, LayerScores, class_ap, label_truth, score_layer};
+pub use sequence::{DetectionsFrom, SequenceJob, SequenceLayer, run_sequence, track_input};
+
+use crate::boxes::Detection;
+use crate::detect::{DetectError, Detector};
+use crate::frame::{ObjectClass, Platform};
+use crate::fuse::FuseError;
+use crate::geometry::Box3;
+use crate::shards::{
+    DetectorRecord, RunManifest, SCHEMA_VERSION, SUCCESS_FILE, SequenceCounts, SequenceWriter, ShardError,
+    ShardOptions, read_detection_rows,
+};
+use crate::sources::{SourceError, SourceKind};
+use crate::track::TrackError;
+
+/// Errors of a pipeline run; each names the sequence (and frame) or the file.
+#[derive(Debug, Error)]
+pub enum PipelineError {
+    /// The configuration is invalid.
+    #[error(transparent)]
+    ConfigFile(#[from] ConfigError),
+    /// A configuration value cannot be used (found while setting up a stage).
+    #[error("config: {0}")]
+    Config(String),
+    /// The data manifest is invalid.
+    #[error(transparent)]
+    Manifest(#[from] ManifestError),
+    /// A log could not be opened or a frame read.
+    #[error(transparent)]
+    Source(#[from] SourceError),
+    /// A detector could not be loaded.
+    #[error("detector {path}: {source}")]
+    DetectorLoad {
+        /// The detector folder.
+        path: PathBuf,
+        /// Why.
+        source: DetectError,
+    },
+    /// A detector failed on a frame.
+    #[error("{sequence}: frame {frame}: {source}")]
+    Detect {
+        /// The sequence.
+        sequence: String,
+        /// The frame index.
+        frame: i64,
+        /// Why.
+        source: DetectError,
+    },
+    /// Fusion failed on a frame.
+    #[error("{sequence}: frame {frame}: {source}")]
+    Fuse {
+        /// The sequence.
+        sequence: String,
+        /// The frame index.
+        frame: i64,
+        /// Why.
+        source: FuseError,
+    },
+    /// Tracking failed on a sequence.
+    #[error("{sequence}: {source}")]
+    Track {
+        /// The sequence.
+        sequence: String,
+        /// Why.
+        source: TrackError,
+    },
+    /// A shard could not be written or read.
+    #[error(transparent)]
+    Shard(#[from] ShardError),
+    /// The ground truth to score against could not be read.
+    #[error("ground truth: {0}")]
+    Truth(#[from] crate::eval::EvalError),
+    /// A scratch or output file could not be written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// `--from` needs a complete earlier run of the sequence.
+    #[error("{path}: no complete earlier run to start from (`--from` needs its detections.parquet and _SUCCESS)")]
+    NoEarlierRun {
+        /// The sequence folder.
+        path: PathBuf,
+    },
+    /// The run was asked for sequences the manifest does not list.
+    #[error("--sequences: {names} not in the data manifest")]
+    UnknownSequences {
+        /// The names, comma-separated.
+        names: String,
+    },
+}
+
+/// Where a run starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum StartFrom {
+    /// Read the logs and run the detectors (a full run).
+    #[default]
+    Read,
+    /// Take the raw detections of an earlier run's `detections.parquet` and recompute fusion,
+    /// tracking and the box rows (logs are read again for poses, points and cameras).
+    Fuse,
+    /// As `fuse`: fusion is cheap next to detection, so tracking reruns on freshly fused boxes.
+    Track,
+    /// As `fuse`: the camera stage reruns on freshly fused and tracked boxes.
+    Camera,
+}
+
+impl StartFrom {
+    fn as_str(self) -> &'static str {
+        match self {
+            StartFrom::Read => "read",
+            StartFrom::Fuse => "fuse",
+            StartFrom::Track => "track",
+            StartFrom::Camera => "camera",
+        }
+    }
+}
+
+/// What `boxlayer run` is asked to do.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// The loaded configuration.
+    pub config: LoadedConfig,
+    /// Folder the data manifest's paths start from.
+    pub data_root: PathBuf,
+    /// One log to run instead of the data manifest's sequences (needs `--platform`).
+    pub input: Option<PathBuf>,
+    /// The platform of `input`.
+    pub platform: Option<Platform>,
+    /// Ground truth of `input` (JSON lines, sensor-frame boxes, the sequence named as the log
+    /// names it): the run scores itself against it. Without it, a log's own labels are used.
+    pub truth: Option<PathBuf>,
+    /// Output folder (`<out>/<platform>/<sequence>/`).
+    pub out: PathBuf,
+    /// Only these sequences (by name); empty: all.
+    pub sequences: Vec<String>,
+    /// Only these positions of each sequence's readable frames.
+    pub frames: Option<std::ops::Range<usize>>,
+    /// Where to start.
+    pub from: StartFrom,
+    /// Show progress bars (only on a terminal).
+    pub progress: bool,
+}
+
+/// One sequence's result.
+#[derive(Debug, Clone)]
+pub struct SequenceSummary {
+    /// The sequence.
+    pub sequence: String,
+    /// Its platform.
+    pub platform: Platform,
+    /// Its shard folder.
+    pub dir: PathBuf,
+    /// Counts.
+    pub counts: SequenceCounts,
+    /// Wall time (s).
+    pub seconds: f64,
+    /// Self-scores against the source's labels, when it has them.
+    pub scores: Option<LayerScores>,
+}
+
+/// A run's result.
+#[derive(Debug, Clone, Default)]
+pub struct RunSummary {
+    /// Each sequence.
+    pub sequences: Vec<SequenceSummary>,
+    /// Stage time totals (s).
+    pub read_cpu_s: f64,
+    /// Detector time, summed over frames (s).
+    pub detect_cpu_s: f64,
+    /// Tracking (s).
+    pub track_s: f64,
+    /// Box rows (s).
+    pub describe_s: f64,
+    /// Writing (s).
+    pub write_s: f64,
+    /// Wall time (s).
+    pub seconds: f64,
+}
+
+/// One sequence to run.
+struct Planned {
+    name: String,
+    path: PathBuf,
+    shown_path: String,
+    kind: Option<SourceKind>,
+    platform: Platform,
+}
+
+/// Loads every detector of the config once.
+pub fn load_detectors(config: &LoadedConfig) -> Result<Vec<Detector>, PipelineError> {
+    config
+        .config
+        .detector_dirs(&config.path)
+        .into_iter()
+        .map(|dir| Detector::load(&dir).map_err(|source| PipelineError::DetectorLoad { path: dir, source }))
+        .collect()
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Runs every sequence of the options and writes their shards.
+pub fn run(options: &RunOptions) -> Result<RunSummary, PipelineError> {
+    let started = Instant::now();
+    let loaded = &options.config;
+    let config = &loaded.config;
+    let planned = plan(options)?;
+    // Detectors load (and their model hashes are checked) before any output is written.
+    let detectors = match (config.origin, options.from) {
+        (LayerOrigin::Detect, StartFrom::Read) => load_detectors(loaded)?,
+        _ => Vec::new(),
+    };
+    let threads = if config.runtime.threads == 0 {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    } else {
+        config.runtime.threads
+    };
+    let pool = sequence::thread_pool(threads)?;
+    let mut summary = RunSummary::default();
+    let bar = progress_bar(options.progress, planned.len() as u64, "sequences");
+    for p in &planned {
+        let s = pool.install(|| run_one(options, p, &detectors))?;
+        summary.read_cpu_s += s.1.read_cpu_s;
+        summary.detect_cpu_s += s.1.detect_cpu_s;
+        summary.track_s += s.1.track_s;
+        summary.describe_s += s.1.describe_s;
+        summary.write_s += s.1.write_s;
+        summary.sequences.push(s.0);
+        if let Some(bar) = &bar {
+            bar.inc(1);
+        }
+    }
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    summary.seconds = started.elapsed().as_secs_f64();
+    Ok(summary)
+}
+
+fn progress_bar(wanted: bool, len: u64, what: &str) -> Option<indicatif::ProgressBar> {
+    if !wanted || !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let bar = indicatif::ProgressBar::new(len);
+    if let Ok(style) = indicatif::ProgressStyle::with_template(&format!("{{bar:40}} {{pos}}/{{len}} {what} {{msg}}")) {
+        bar.set_style(style);
+    }
+    Some(bar)
+}
+
+fn plan(options: &RunOptions) -> Result<Vec<Planned>, PipelineError> {
+    let config = &options.config.config;
+    if let Some(input) = &options.input {
+        let platform = options.platform.unwrap_or(Platform::Vehicle);
+        let source = crate::sources::open(input, config.source.kind, &config.source.reader_options())?;
+        return Ok(vec![Planned {
+            name: source.meta().name.clone(),
+            path: input.clone(),
+            shown_path: input
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            kind: Some(kind_of(source.meta().source_kind)),
+            platform,
+        }]);
+    }
+    let Some(manifest_path) = &config.source.data_manifest else {
+        return Err(PipelineError::Config(format!(
+            "{}: key `source.data_manifest`: no data manifest, and no --input log given",
+            options.config.path.display()
+        )));
+    };
+    let manifest_path = options
+        .config
+        .path
+        .parent()
+        .unwrap_or(Path::new("."))
+        .join(manifest_path);
+    let manifest = DataManifest::load(&manifest_path)?;
+    let unknown: Vec<&str> = options
+        .sequences
+        .iter()
+        .filter(|n| !manifest.sequences.iter().any(|e| &e.name == *n))
+        .map(String::as_str)
+        .collect();
+    if !unknown.is_empty() {
+        return Err(PipelineError::UnknownSequences {
+            names: unknown.join(", "),
+        });
+    }
+    Ok(manifest
+        .sequences
+        .iter()
+        .filter(|e| config.source.platform.is_none_or(|p| p == e.platform))
+        .filter(|e| options.sequences.is_empty() || options.sequences.contains(&e.name))
+        .map(|e| Planned {
+            name: e.name.clone(),
+            path: options.data_root.join(&e.path),
+            shown_path: e.path.to_string_lossy().into_owned(),
+            kind: Some(e.source_kind),
+            platform: e.platform,
+        })
+        .collect())
+}
+
+fn kind_of(name: &str) -> SourceKind {
+    name.parse().unwrap_or(SourceKind::WaymoV1)
+}
+
+/// The raw detections of an earlier run, by frame index.
+fn stored_detections(dir: &Path) -> Result<BTreeMap<i64, Vec<Detection>>, PipelineError> {
+    if !dir.join(SUCCESS_FILE).is_file() {
+        return Err(PipelineError::NoEarlierRun {
+            path: dir.to_path_buf(),
+        });
+    }
+    let mut out: BTreeMap<i64, Vec<Detection>> = BTreeMap::new();
+    for row in read_detection_rows(&dir.join("detections.parquet"))? {
+        out.entry(row.frame_index).or_default().push(Detection {
+            box3: Box3::from_array(row.box_sensor),
+            class: row.class.parse().unwrap_or(ObjectClass::Unknown),
+            score: row.score,
+            detector: row.detector,
+        });
+    }
+    Ok(out)
+}
+
+fn detector_records(options: &RunOptions, detectors: &[Detector], dir: &Path) -> Vec<DetectorRecord> {
+    if detectors.is_empty() {
+        // `--from`: the earlier run's record stands (its detections are the ones used).
+        let earlier = std::fs::read_to_string(dir.join("manifest.json"))
+            .ok()
+            .and_then(|t| serde_json::from_str::<RunManifest>(&t).ok());
+        return earlier.map(|m| m.detectors).unwrap_or_default();
+    }
+    options
+        .config
+        .config
+        .detectors
+        .iter()
+        .zip(detectors)
+        .map(|(entry, d)| DetectorRecord {
+            name: d.name().to_string(),
+            path: entry.path.to_string_lossy().into_owned(),
+            weight: entry.weight,
+            models: d
+                .model_sha256s()
+                .into_iter()
+                .map(|(role, sha)| (role.to_string(), sha))
+                .collect(),
+        })
+        .collect()
+}
+
+fn run_one(
+    options: &RunOptions,
+    p: &Planned,
+    detectors: &[Detector],
+) -> Result<(SequenceSummary, crate::shards::StageTimes), PipelineError> {
+    let started = Instant::now();
+    let config = &options.config.config;
+    let dir = options.out.join(p.platform.as_str()).join(&p.name);
+    tracing::info!("{}: {} ({})", p.name, p.shown_path, p.platform);
+    let stored = match options.from {
+        StartFrom::Read => None,
+        _ => Some(stored_detections(&dir)?),
+    };
+    let records = detector_records(options, detectors, &dir);
+    let source = crate::sources::open(&p.path, p.kind, &config.source.reader_options())?;
+    let mut writer = SequenceWriter::create(
+        &dir,
+        &p.name,
+        ShardOptions {
+            compression_level: config.outputs.compression_level,
+            row_group_rows: config.outputs.row_group_rows,
+            frames_per_part: config.outputs.frames_per_part,
+        },
+    )?;
+    let staging = crate::shards::staging_dir(&dir);
+    let detections = match &stored {
+        Some(stored) => DetectionsFrom::Given(stored),
+        None => DetectionsFrom::Detectors(detectors),
+    };
+    let job = SequenceJob {
+        config,
+        source: source.as_ref(),
+        platform: p.platform,
+        detections,
+        frames: options.frames.clone(),
+        scratch_dir: Some(&staging),
+    };
+    let layer = run_sequence(&job, Some(writer.points()))?;
+    let write_started = Instant::now();
+    writer.write_frames(&layer.frames)?;
+    writer.write_detections(&layer.detections)?;
+    writer.write_boxes(&layer.boxes)?;
+    writer.write_tracks(&layer.tracks)?;
+    let mut times = layer.times.clone();
+    let truth = match &options.truth {
+        Some(path) => Some(crate::eval::input::load_jsonl(path)?.boxes),
+        None if layer.labels.iter().any(|l| !l.is_empty()) => Some(label_truth(&layer, &p.name, p.platform)),
+        None => None,
+    };
+    let scores = match truth {
+        Some(truth) if config.origin == LayerOrigin::Detect => Some(
+            score_layer(&truth, &layer, &p.name, p.platform, &config.fusion)
+                .map_err(|e| PipelineError::Config(e.to_string()))?,
+        ),
+        _ => None,
+    };
+    let counts = counts_of(&layer);
+    times.write_s = write_started.elapsed().as_secs_f64();
+    times.total_s = started.elapsed().as_secs_f64();
+    let manifest = RunManifest {
+        schema_version: SCHEMA_VERSION.to_string(),
+        boxlayer_version: env!("CARGO_PKG_VERSION").to_string(),
+        sequence: p.name.clone(),
+        platform: p.platform.as_str().to_string(),
+        source_kind: source.meta().source_kind.to_string(),
+        source: p.shown_path.clone(),
+        origin: match config.origin {
+            LayerOrigin::Detect => "detect",
+            LayerOrigin::Labels => "labels",
+        }
+        .to_string(),
+        started_from: options.from.as_str().to_string(),
+        config_toml: options.config.resolved_toml.clone(),
+        config_sha256: sha256_hex(options.config.resolved_toml.as_bytes()),
+        detectors: records,
+        counts: counts.clone(),
+        stage_times: times.clone(),
+        errors: layer.errors.clone(),
+        scores: scores.as_ref().and_then(|s| serde_json::to_value(s).ok()),
+        finished_unix_s: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
+    };
+    let dir = writer.finish(&manifest)?;
+    Ok((
+        SequenceSummary {
+            sequence: p.name.clone(),
+            platform: p.platform,
+            dir,
+            counts,
+            seconds: started.elapsed().as_secs_f64(),
+            scores,
+        },
+        times,
+    ))
+}
+
+fn counts_of(layer: &SequenceLayer) -> SequenceCounts {
+    let mut by_class = BTreeMap::new();
+    let mut by_origin = BTreeMap::new();
+    for b in &layer.boxes {
+        *by_class.entry(b.class.clone()).or_insert(0) += 1;
+        *by_origin.entry(b.origin.clone()).or_insert(0) += 1;
+    }
+    SequenceCounts {
+        frames: layer.frames.len() as u64,
+        frames_skipped: layer.errors.len() as u64,
+        points: layer.points_read,
+        points_kept: layer.frames.iter().map(|f| f.num_points_kept as u64).sum(),
+        detections: layer.detections.len() as u64,
+        fused: layer.fused.iter().map(|f| f.len() as u64).sum(),
+        boxes: layer.boxes.len() as u64,
+        boxes_by_class: by_class,
+        boxes_by_origin: by_origin,
+        tracks: layer.tracks.len() as u64,
+        flagged: layer.boxes.iter().filter(|b| b.review_status == "flagged").count() as u64,
+    }
+}
+
+impl std::fmt::Display for RunSummary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let frames: u64 = self.sequences.iter().map(|s| s.counts.frames).sum();
+        writeln!(
+            f,
+            "{} sequences, {} frames in {:.1} s ({:.2} sweeps/s)",
+            self.sequences.len(),
+            frames,
+            self.seconds,
+            frames as f64 / self.seconds.max(1e-9)
+        )?;
+        writeln!(
+            f,
+            "{:<10} {:<36} {:>6} {:>7} {:>8} {:>7} {:>8}  boxes per class",
+            "platform", "sequence", "frames", "skipped", "boxes", "tracks", "flagged"
+        )?;
+        for s in &self.sequences {
+            let classes: Vec<String> = s
+                .counts
+                .boxes_by_class
+                .iter()
+                .map(|(k, v)| format!("{k} {v}"))
+                .collect();
+            writeln!(
+                f,
+                "{:<10} {:<36} {:>6} {:>7} {:>8} {:>7} {:>8}  {}",
+                s.platform.as_str(),
+                s.sequence,
+                s.counts.frames,
+                s.counts.frames_skipped,
+                s.counts.boxes,
+                s.counts.tracks,
+                s.counts.flagged,
+                classes.join(", ")
+            )?;
+            if let Some(sc) = &s.scores {
+                let pct = |x: Option<f64>| x.map_or_else(|| "-".to_string(), |v| format!("{:.1}", 100.0 * v));
+                writeln!(
+                    f,
+                    "  vs the log's labels: vehicle AP@0.7 {} (fused {}), pedestrian AP@0.5 {}, vehicle MOTA {}",
+                    pct(sc.consolidated.vehicle),
+                    pct(sc.fused.vehicle),
+                    pct(sc.consolidated.pedestrian),
+                    sc.vehicle_mota.map_or_else(|| "-".to_string(), |m| format!("{m:.3}"))
+                )?;
+            }
+        }
+        writeln!(
+            f,
+            "stage time: read {:.1} s, detect {:.1} s (CPU, summed over frames), track {:.2} s, box rows {:.2} s, write {:.2} s",
+            self.read_cpu_s, self.detect_cpu_s, self.track_s, self.describe_s, self.write_s
+        )
+    }
+}

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::lidar::gaussian;
 use super::simulator::{ObjectTruth, mix_seed};
-use crate::detect::Detection;
+use crate::boxes::Detection;
 use crate::eval::{EvalBox, FrameKey};
 use crate::frame::ObjectClass;
 use crate::geometry::{Box3, iou_bev, wrap_angle};
@@ -659,7 +659,7 @@ impl DetectionNoiseModel {
         frame_index: usize,
         objects: &[ObjectTruth],
         clutter: &[Box3],
-    ) -> Vec<crate::detect::Detection> {
+    ) -> Vec<crate::boxes::Detection> {
         let mut out: Vec<Detection> = objects
             .iter()
             .filter_map(|o| self.detect_object(frame_index, o))

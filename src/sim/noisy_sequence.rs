@@ -7,7 +7,7 @@ use nalgebra::Isometry3;
 use super::config::SimConfig;
 use super::detection_noise::{DetectionNoiseModel, DetectorNoiseProfile};
 use super::simulator::{ObjectTruth, SimError, Simulator};
-use crate::detect::Detection;
+use crate::boxes::Detection;
 use crate::eval::{EvalBox, FrameKey};
 use crate::frame::Platform;
 

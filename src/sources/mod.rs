@@ -1,6 +1,8 @@
-//! Reads Waymo and M3ED logs into `Frame`s with random access. A source knows its file format and
+//! Reads Waymo, M3ED and KITTI-style logs into `Frame`s with random access. A source knows its file format and
 //! nothing else: it knows no detector, tracker or shard schema. Every reader sits behind [`Source`].
 
+mod kind;
+pub mod kitti;
 pub mod m3ed;
 
 use std::path::{Path, PathBuf};
@@ -11,6 +13,8 @@ use thiserror::Error;
 use crate::frame::{Frame, Platform};
 
 pub mod waymo;
+
+pub use kind::{SourceKind, SourceOptions, open};
 
 /// Errors reading a log. Messages name the file, then where in it, then what was wrong.
 #[derive(Debug, Error)]

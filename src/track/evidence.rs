@@ -4,9 +4,11 @@
 //! instead of the whole sweep; the count equals `geometry::count_points_in_box` exactly for boxes
 //! within ±1 km of the sensor.
 
-use std::cell::OnceCell;
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::sync::Arc;
 
-use super::input::TrackFrame;
+use super::input::{SweepPoints, TrackFrame};
 use crate::cloud::PointCloud;
 use crate::geometry::{Box3, points_in_box_mask};
 
@@ -133,31 +135,53 @@ struct Scratch {
     mask: Vec<bool>,
 }
 
-/// The evidence counts of one sequence; each frame's grid is built on its first query.
+/// Frames whose points and grid are kept between queries (the refinement walks a few frames
+/// around each track end, so a short cache serves nearly every query).
+const CACHED_FRAMES: usize = 8;
+
+/// The evidence counts of one sequence; a frame's grid is built when first asked for and kept
+/// while it is among the last [`CACHED_FRAMES`] frames used.
 pub(crate) struct Evidence<'a> {
-    /// The sequence's frames (poses and points).
+    /// The sequence's frames (poses).
     frames: &'a [TrackFrame],
-    /// One grid per frame, built on first use.
-    grids: Vec<OnceCell<FrameGrid>>,
+    /// Where the points come from.
+    points: &'a dyn SweepPoints,
+    /// Recently used frames: index, points (`None`: the frame has none) and grid.
+    cache: RefCell<VecDeque<(usize, Option<(Arc<PointCloud>, FrameGrid)>)>>,
     /// Candidate buffers reused across queries.
-    scratch: std::cell::RefCell<Scratch>,
+    scratch: RefCell<Scratch>,
 }
 
 impl<'a> Evidence<'a> {
-    /// Counts on `frames`' points.
-    pub(crate) fn new(frames: &'a [TrackFrame]) -> Self {
+    /// Counts on the points `points` gives for `frames`.
+    pub(crate) fn new(frames: &'a [TrackFrame], points: &'a dyn SweepPoints) -> Self {
         Self {
             frames,
-            grids: (0..frames.len()).map(|_| OnceCell::new()).collect(),
-            scratch: std::cell::RefCell::new(Scratch::default()),
+            points,
+            cache: RefCell::new(VecDeque::with_capacity(CACHED_FRAMES)),
+            scratch: RefCell::new(Scratch::default()),
         }
     }
 
     /// Points of frame `frame` inside `box_in_world`; `None` when the frame has no points.
     pub(crate) fn count(&self, frame: usize, box_in_world: &Box3) -> Option<usize> {
         let f = self.frames.get(frame)?;
-        let cloud = f.points_in_sensor.as_ref()?;
-        let grid = self.grids.get(frame)?.get_or_init(|| FrameGrid::new(cloud));
+        let mut cache = self.cache.borrow_mut();
+        let position = match cache.iter().position(|(i, _)| *i == frame) {
+            Some(p) => p,
+            None => {
+                if cache.len() >= CACHED_FRAMES {
+                    cache.pop_front();
+                }
+                let entry = self.points.points_in_sensor(frame).map(|cloud| {
+                    let grid = FrameGrid::new(&cloud);
+                    (cloud, grid)
+                });
+                cache.push_back((frame, entry));
+                cache.len() - 1
+            }
+        };
+        let (cloud, grid) = cache[position].1.as_ref()?;
         let in_sensor = box_in_world.transformed(&f.world_from_sensor.inverse());
         let mut scratch = self.scratch.borrow_mut();
         Some(grid.count(cloud, &in_sensor, &mut scratch))
@@ -194,9 +218,9 @@ mod tests {
             timestamp_micros: 0,
             world_from_sensor: Isometry3::identity(),
             boxes: Vec::new(),
-            points_in_sensor: Some(cloud.clone()),
         }];
-        let evidence = Evidence::new(&frames);
+        let points = vec![Some(Arc::new(cloud.clone()))];
+        let evidence = Evidence::new(&frames, &points);
         for _ in 0..300 {
             let b = Box3::from_array([
                 next() * 100.0 - 50.0,
@@ -211,12 +235,8 @@ mod tests {
             ]);
             assert_eq!(evidence.count(0, &b), Some(count_points_in_box(&cloud, &b)), "{b:?}");
         }
-        let none = vec![TrackFrame {
-            points_in_sensor: None,
-            ..frames[0].clone()
-        }];
         assert_eq!(
-            Evidence::new(&none).count(0, &Box3::new(0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 0.0)),
+            Evidence::new(&frames, &crate::track::NoPoints).count(0, &Box3::new(0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 0.0)),
             None
         );
     }

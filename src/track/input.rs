@@ -1,5 +1,7 @@
 //! The tracker's input (one `TrackFrame` per sweep: pose, time, boxes in the sensor frame,
-//! optional points) and its checked, world-frame form used by every pass.
+//! points on demand through [`SweepPoints`]) and its checked, world-frame form used by every pass.
+
+use std::sync::Arc;
 
 use nalgebra::Isometry3;
 
@@ -30,9 +32,37 @@ pub struct TrackFrame {
     pub world_from_sensor: Isometry3<f64>,
     /// The boxes, in the sensor frame.
     pub boxes: Vec<TrackInputBox>,
-    /// The sweep's points in the sensor frame, when available: evidence for extending tracks
-    /// and propagating static objects past their last detection.
-    pub points_in_sensor: Option<PointCloud>,
+}
+
+/// The sweeps' points on demand, each in its sweep's sensor frame: evidence for filling gaps,
+/// extending tracks and propagating static objects. The tracker asks for a few frames at a time
+/// and keeps only a handful, so a provider backed by the source keeps memory bounded.
+pub trait SweepPoints: Sync {
+    /// Frame `frame`'s points, or `None` when that frame has none to give.
+    fn points_in_sensor(&self, frame: usize) -> Option<Arc<PointCloud>>;
+}
+
+/// No points: the tracker decides without points evidence.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoPoints;
+
+impl SweepPoints for NoPoints {
+    fn points_in_sensor(&self, _frame: usize) -> Option<Arc<PointCloud>> {
+        None
+    }
+}
+
+/// Every frame's points held in memory (studies and tests on short sequences).
+impl SweepPoints for [Option<Arc<PointCloud>>] {
+    fn points_in_sensor(&self, frame: usize) -> Option<Arc<PointCloud>> {
+        self.get(frame).cloned().flatten()
+    }
+}
+
+impl SweepPoints for Vec<Option<Arc<PointCloud>>> {
+    fn points_in_sensor(&self, frame: usize) -> Option<Arc<PointCloud>> {
+        self.as_slice().points_in_sensor(frame)
+    }
 }
 
 /// One input box in the world frame.

@@ -3,7 +3,7 @@
 //! gaps, extensions past track ends where the points still show the object, one size per rigid
 //! object, static objects fused into one world box — each box marked detected, interpolated or
 //! extended. An AB3DMOT-style forward-only mode runs through the same code as a baseline.
-//! It takes plain `TrackFrame`s (pose, time, boxes, optional points); it runs no detector, reads
+//! It takes plain `TrackFrame`s (pose, time, boxes) and the sweeps' points on demand; it runs no detector, reads
 //! no file and writes no shard. Method and defaults: `docs/tracking.md`.
 
 mod association;
@@ -21,7 +21,7 @@ use thiserror::Error;
 
 pub use association::{Candidate, assign};
 pub use config::{AssociationMetric, ClassTrackConfig, StaticTest, TrackConfig, TrackMode, TrackingProfiles};
-pub use input::{TrackFrame, TrackInputBox};
+pub use input::{NoPoints, SweepPoints, TrackFrame, TrackInputBox};
 pub use kalman::{CvFilter, FilterStep, flip_near, rts_smooth, unwrap_near};
 pub use output::{BoxOrigin, Consolidation, MotionState, TrackSummary, TrackedBox};
 
@@ -56,9 +56,14 @@ pub enum TrackError {
 }
 
 /// Tracks one sequence: in `offline` mode with both passes and the refinement, in
-/// `forward_only` mode as the AB3DMOT-style baseline. Boxes come back in the world frame and in
-/// each frame's sensor frame, sorted by (frame, track id).
-pub fn consolidate(frames: &[TrackFrame], config: &TrackConfig) -> Result<Consolidation, TrackError> {
+/// `forward_only` mode as the AB3DMOT-style baseline. `points` gives the sweeps' points for the
+/// refinement's evidence ([`NoPoints`] when there are none). Boxes come back in the world frame
+/// and in each frame's sensor frame, sorted by (frame, track id).
+pub fn consolidate(
+    frames: &[TrackFrame],
+    points: &dyn SweepPoints,
+    config: &TrackConfig,
+) -> Result<Consolidation, TrackError> {
     config.validate()?;
     let sequence = prepare(frames)?;
     let mut tracks: Vec<ClassTrack> = Vec::new();
@@ -73,7 +78,7 @@ pub fn consolidate(frames: &[TrackFrame], config: &TrackConfig) -> Result<Consol
                 let n = frames.len();
                 let forward = run_pass(&sequence, ci, c, config.two_stage, 0..n, |_, _| {});
                 let backward = run_pass(&sequence, ci, c, config.two_stage, (0..n).rev(), |_, _| {});
-                for plan in refine_class(&forward, &backward, frames, &sequence, ci, c) {
+                for plan in refine_class(&forward, &backward, frames, points, &sequence, ci, c) {
                     tracks.push(ClassTrack {
                         class,
                         motion: Some(plan.motion),

@@ -12,7 +12,7 @@ use std::f64::consts::{FRAC_PI_2, PI};
 use super::association::{Candidate, assign};
 use super::config::{ClassTrackConfig, StaticTest};
 use super::evidence::Evidence;
-use super::input::{PreparedSequence, TrackFrame, WorldDetection};
+use super::input::{PreparedSequence, SweepPoints, TrackFrame, WorldDetection};
 use super::kalman::{CvFilter, FilterStep, flip_near, rts_smooth};
 use super::output::{BoxOrigin, MotionState};
 use super::tracker::{Tracklet, affinity_margin};
@@ -1061,12 +1061,13 @@ pub(crate) fn refine_class(
     forward: &[Tracklet],
     backward: &[Tracklet],
     frames: &[TrackFrame],
+    points: &dyn SweepPoints,
     sequence: &PreparedSequence,
     class_index: usize,
     c: &ClassTrackConfig,
 ) -> Vec<TrackPlan> {
     let counts: Vec<usize> = sequence.detections.iter().map(|d| d[class_index].len()).collect();
-    let evidence = Evidence::new(frames);
+    let evidence = Evidence::new(frames, points);
     let groups = stitch_groups(merge_passes(forward, backward, &counts), sequence, class_index, c);
     let plans: Vec<TrackPlan> = groups
         .iter()
@@ -1214,7 +1215,7 @@ mod tests {
                 times_micros: (0..n as i64).map(|i| i * 100_000).collect(),
                 detections,
             };
-            let evidence = Evidence::new(&[]);
+            let evidence = Evidence::new(&[], &crate::track::NoPoints);
             let plans: Vec<TrackPlan> = groups
                 .iter()
                 .filter_map(|g| refine_group(g, &evidence, &sequence, 0, &c))

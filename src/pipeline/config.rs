@@ -1,0 +1,587 @@
+//! The pipeline configuration (`pipelines/*.toml`): where the sequences are, what the box layer
+//! comes from, the detectors, each stage's own config (`fuse::FusionConfig`,
+//! `track::TrackingProfiles`), the review flags and the outputs. A file may name a base with
+//! `extends = "base.toml"`: its tables are laid over the base's, key by key, the one overlay
+//! mechanism of boxlayer's configs. Everything is validated at load, before any work, and errors
+//! name the file and the key.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use crate::detect::MANIFEST_FILE;
+use crate::fuse::{Fuser, FusionConfig};
+use crate::sources::{OnCorrupt, SourceKind, SourceOptions};
+use crate::track::TrackingProfiles;
+
+/// Errors loading a pipeline configuration; each names the file and the key.
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("{path}: {source}")]
+    Io {
+        /// The config file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The TOML does not parse or does not fit the schema (unknown key, wrong type).
+    #[error("{path}: {reason}")]
+    Parse {
+        /// The config file.
+        path: PathBuf,
+        /// The parser's message (it names the key and line).
+        reason: String,
+    },
+    /// A value is out of range or names something that does not exist.
+    #[error("{path}: key `{key}`: {reason}")]
+    Invalid {
+        /// The config file.
+        path: PathBuf,
+        /// The dotted key (`detectors[1].path`, `outputs.compression_level`).
+        key: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// `extends` chains loop or go deeper than [`MAX_EXTENDS_DEPTH`].
+    #[error("{path}: `extends` chain too deep or circular (more than {MAX_EXTENDS_DEPTH} files)")]
+    ExtendsDepth {
+        /// The config file.
+        path: PathBuf,
+    },
+}
+
+/// Longest `extends` chain followed.
+pub const MAX_EXTENDS_DEPTH: usize = 8;
+
+/// Where a sequence's box layer comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LayerOrigin {
+    /// Detectors → fusion → tracking (3EED's drone and quadruped layers).
+    #[default]
+    Detect,
+    /// The source's own labels with their ids (3EED takes Waymo's official labels as the vehicle
+    /// layer); they go through the remaining stages, not through detection or tracking.
+    Labels,
+}
+
+/// Which frames' points go into `points/part-*.parquet`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PointsKept {
+    /// Every frame's points.
+    #[default]
+    All,
+    /// Every `points_every`-th frame's points (frame index divisible by it).
+    EveryKth,
+    /// No points.
+    None,
+    /// Every frame's points that fall in at least one camera's image (all points when a frame
+    /// has no camera).
+    CameraFov,
+}
+
+/// The source table: how logs are opened.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SourceConfig {
+    /// Sequence list (`data-manifests/*.csv`), relative to the config file; sequences' paths in it
+    /// are relative to `--data-root`. Default: none (`boxlayer run --input PATH` names one log).
+    pub data_manifest: Option<PathBuf>,
+    /// Only the data manifest's rows of this platform; default none (every row).
+    pub platform: Option<crate::frame::Platform>,
+    /// Reader for logs given without a manifest row; default none (each reader tried in turn).
+    pub kind: Option<SourceKind>,
+    /// A damaged record or sweep: `skip` it (reported in the manifest's per-frame errors) or
+    /// `fail` the sequence (no `_SUCCESS`); default `skip`. Applies to every reader.
+    pub on_corrupt: OnCorrupt,
+    /// Reader options (`[source.options.waymo]`, `[source.options.m3ed]`, `[source.options.kitti]`).
+    pub options: SourceOptions,
+}
+
+impl Default for SourceConfig {
+    fn default() -> Self {
+        Self {
+            data_manifest: None,
+            platform: None,
+            kind: None,
+            on_corrupt: OnCorrupt::Skip,
+            options: SourceOptions::default(),
+        }
+    }
+}
+
+impl SourceConfig {
+    /// The reader options with `on_corrupt` applied to every reader.
+    pub fn reader_options(&self) -> SourceOptions {
+        let mut options = self.options.clone();
+        options.waymo.on_corrupt = self.on_corrupt;
+        options.m3ed.on_corrupt = self.on_corrupt;
+        options
+    }
+}
+
+/// One detector of the ensemble.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DetectorEntry {
+    /// The detector folder (holding `detector.toml`), relative to the config file.
+    pub path: PathBuf,
+    /// Fusion weight of its boxes (unitless, > 0); default 1. Sets the fusion config's
+    /// `detector_weights` entry of every class that does not name this detector itself.
+    #[serde(default = "one")]
+    pub weight: f64,
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+/// Which stages run (a stage that is off leaves its columns null).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StagesConfig {
+    /// Offline tracking of the fused boxes (detect origin only); default true. Off: each fused
+    /// box is a one-frame track.
+    pub track: bool,
+    /// Gravity alignment and altitude offset (`normalize`); default false: not built yet
+    /// (its own issue), so `true` is refused.
+    pub normalize: bool,
+    /// RGB class check (`camera`); default false: not built yet (its own issue), so `true` is
+    /// refused. The projection of every box into every camera runs regardless.
+    pub camera_check: bool,
+}
+
+impl Default for StagesConfig {
+    fn default() -> Self {
+        Self {
+            track: true,
+            normalize: false,
+            camera_check: false,
+        }
+    }
+}
+
+/// When a box is flagged for a human look.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ReviewConfig {
+    /// `few_points`: fewer LiDAR points inside than this; default 5.
+    pub min_points: u32,
+    /// `short_track`: the box's track has fewer boxes than this; default 5.
+    pub min_track_boxes: u32,
+    /// `low_score`: score below this; default 0.3.
+    pub min_score: f64,
+    /// `size_outlier`: a size more than this factor off the class's typical size (either way); default 2.
+    pub size_factor: f64,
+}
+
+impl Default for ReviewConfig {
+    fn default() -> Self {
+        Self {
+            min_points: 5,
+            min_track_boxes: 5,
+            min_score: 0.3,
+            size_factor: 2.0,
+        }
+    }
+}
+
+/// What is written and how.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OutputConfig {
+    /// zstd level of every Parquet file (1–22); default 3.
+    pub compression_level: i32,
+    /// Rows per row group in the box, track, detection and frame files; default 65 536.
+    /// (Points files have one row group per frame.)
+    pub row_group_rows: usize,
+    /// Which frames' points are kept; default `all`.
+    pub points: PointsKept,
+    /// `every_kth`'s k; default 10.
+    pub points_every: usize,
+    /// Frames per `points/part-NNNNN.parquet` file; default 50.
+    pub frames_per_part: usize,
+}
+
+impl Default for OutputConfig {
+    fn default() -> Self {
+        Self {
+            compression_level: 3,
+            row_group_rows: 65_536,
+            points: PointsKept::All,
+            points_every: 10,
+            frames_per_part: 50,
+        }
+    }
+}
+
+/// Run-time resources.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RuntimeConfig {
+    /// Frames processed at once (rayon threads); 0 = one per core; default 0.
+    pub threads: usize,
+    /// Frames read and detected per batch before their rows are written (bounds memory); default 16.
+    pub window_frames: usize,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        Self {
+            threads: 0,
+            window_frames: 16,
+        }
+    }
+}
+
+/// A whole pipeline configuration.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PipelineConfig {
+    /// What the box layer comes from; default `detect`.
+    pub origin: LayerOrigin,
+    /// How logs are opened.
+    pub source: SourceConfig,
+    /// The detector ensemble (`detect` origin; at least one).
+    pub detectors: Vec<DetectorEntry>,
+    /// Which stages run.
+    pub stages: StagesConfig,
+    /// Box fusion (`fuse::FusionConfig`; the studied setting is `pipelines/base.toml`'s `[fusion]`).
+    pub fusion: FusionConfig,
+    /// Tracking per platform (`track::TrackingProfiles`).
+    pub tracking: TrackingProfiles,
+    /// Review flags.
+    pub review: ReviewConfig,
+    /// Outputs.
+    pub outputs: OutputConfig,
+    /// Run-time resources.
+    pub runtime: RuntimeConfig,
+}
+
+/// A configuration loaded from a file: the values, the folder its relative paths start from and
+/// the fully resolved TOML text (after `extends`), which the shards' manifest records and hashes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoadedConfig {
+    /// The configuration, validated.
+    pub config: PipelineConfig,
+    /// The file it was loaded from.
+    pub path: PathBuf,
+    /// The resolved configuration as TOML (every default written out).
+    pub resolved_toml: String,
+}
+
+/// Lays `over` onto `base`: tables merge key by key (recursively), any other value replaces.
+pub fn overlay(base: &mut toml::Value, over: toml::Value) {
+    match (base, over) {
+        (toml::Value::Table(b), toml::Value::Table(o)) => {
+            for (k, v) in o {
+                match b.get_mut(&k) {
+                    Some(existing) => overlay(existing, v),
+                    None => {
+                        b.insert(k, v);
+                    }
+                }
+            }
+        }
+        (b, o) => *b = o,
+    }
+}
+
+fn read_table(path: &Path, depth: usize) -> Result<toml::Value, ConfigError> {
+    if depth > MAX_EXTENDS_DEPTH {
+        return Err(ConfigError::ExtendsDepth { path: path.into() });
+    }
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+        path: path.into(),
+        source,
+    })?;
+    let mut value: toml::Value = toml::from_str(&text).map_err(|e| ConfigError::Parse {
+        path: path.into(),
+        reason: e.to_string(),
+    })?;
+    let Some(table) = value.as_table_mut() else {
+        return Ok(value);
+    };
+    let Some(extends) = table.remove("extends") else {
+        return Ok(value);
+    };
+    let Some(base_name) = extends.as_str() else {
+        return Err(ConfigError::Invalid {
+            path: path.into(),
+            key: "extends".into(),
+            reason: "must be a file name (string)".into(),
+        });
+    };
+    let base_path = path.parent().unwrap_or(Path::new(".")).join(base_name);
+    let mut base = read_table(&base_path, depth + 1)?;
+    // Paths in the base are relative to the base; rewrite them relative to this file's folder
+    // when both live in different folders (they rarely do; pipelines/ holds them all).
+    rebase_paths(
+        &mut base,
+        base_path.parent().unwrap_or(Path::new(".")),
+        path.parent().unwrap_or(Path::new(".")),
+    );
+    overlay(&mut base, value);
+    Ok(base)
+}
+
+fn rebase_paths(base: &mut toml::Value, base_dir: &Path, dir: &Path) {
+    if base_dir == dir {
+        return;
+    }
+    let rebase = |v: &mut toml::Value| {
+        if let Some(s) = v.as_str() {
+            let p = Path::new(s);
+            if p.is_relative() {
+                *v = toml::Value::String(base_dir.join(p).to_string_lossy().into_owned());
+            }
+        }
+    };
+    if let Some(dets) = base.get_mut("detectors").and_then(|d| d.as_array_mut()) {
+        for d in dets {
+            if let Some(p) = d.get_mut("path") {
+                rebase(p);
+            }
+        }
+    }
+    if let Some(m) = base.get_mut("source").and_then(|s| s.get_mut("data_manifest")) {
+        rebase(m);
+    }
+}
+
+impl PipelineConfig {
+    /// Loads `path` (following `extends`), deserialises and validates it.
+    pub fn load(path: &Path) -> Result<LoadedConfig, ConfigError> {
+        let value = read_table(path, 0)?;
+        let config: PipelineConfig = value.try_into().map_err(|e: toml::de::Error| ConfigError::Parse {
+            path: path.into(),
+            reason: e.to_string(),
+        })?;
+        config.validate(path)?;
+        let resolved_toml = toml::to_string(&config).map_err(|e| ConfigError::Parse {
+            path: path.into(),
+            reason: format!("cannot write the resolved config back as TOML: {e}"),
+        })?;
+        Ok(LoadedConfig {
+            config,
+            path: path.into(),
+            resolved_toml,
+        })
+    }
+
+    /// Parses TOML text without `extends` (for embedded configs); `path` names it in errors and
+    /// is where relative paths start.
+    pub fn parse(text: &str, path: &Path) -> Result<LoadedConfig, ConfigError> {
+        let config: PipelineConfig = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: path.into(),
+            reason: e.to_string(),
+        })?;
+        config.validate(path)?;
+        let resolved_toml = toml::to_string(&config).map_err(|e| ConfigError::Parse {
+            path: path.into(),
+            reason: e.to_string(),
+        })?;
+        Ok(LoadedConfig {
+            config,
+            path: path.into(),
+            resolved_toml,
+        })
+    }
+
+    /// Checks every value and every path the config names; `path` is the config file.
+    pub fn validate(&self, path: &Path) -> Result<(), ConfigError> {
+        let invalid = |key: String, reason: String| ConfigError::Invalid {
+            path: path.into(),
+            key,
+            reason,
+        };
+        let dir = path.parent().unwrap_or(Path::new("."));
+        if self.origin == LayerOrigin::Detect && self.detectors.is_empty() {
+            return Err(invalid(
+                "detectors".into(),
+                "origin `detect` needs at least one detector".into(),
+            ));
+        }
+        for (i, d) in self.detectors.iter().enumerate() {
+            let manifest = dir.join(&d.path).join(MANIFEST_FILE);
+            if !manifest.is_file() {
+                return Err(invalid(
+                    format!("detectors[{i}].path"),
+                    format!("{} does not exist", manifest.display()),
+                ));
+            }
+            if !(d.weight.is_finite() && d.weight > 0.0) {
+                return Err(invalid(
+                    format!("detectors[{i}].weight"),
+                    format!("{} is not > 0", d.weight),
+                ));
+            }
+        }
+        if let Some(m) = &self.source.data_manifest {
+            let m = dir.join(m);
+            if !m.is_file() {
+                return Err(invalid(
+                    "source.data_manifest".into(),
+                    format!("{} does not exist", m.display()),
+                ));
+            }
+        }
+        if self.stages.normalize {
+            return Err(invalid(
+                "stages.normalize".into(),
+                "gravity normalization is not built yet (its own issue); set it to false".into(),
+            ));
+        }
+        if self.stages.camera_check {
+            return Err(invalid(
+                "stages.camera_check".into(),
+                "the RGB class check is not built yet (its own issue); set it to false".into(),
+            ));
+        }
+        for platform in crate::frame::Platform::ALL {
+            Fuser::new(&self.fusion, platform).map_err(|e| invalid("fusion".into(), e.to_string()))?;
+            self.tracking
+                .for_platform(platform)
+                .validate()
+                .map_err(|e| invalid(format!("tracking.{platform}"), e.to_string()))?;
+        }
+        let o = &self.outputs;
+        if !(1..=22).contains(&o.compression_level) {
+            return Err(invalid(
+                "outputs.compression_level".into(),
+                format!("{} is not a zstd level 1–22", o.compression_level),
+            ));
+        }
+        if !(1..=(1 << 24)).contains(&o.row_group_rows) {
+            return Err(invalid(
+                "outputs.row_group_rows".into(),
+                format!("{} is not in 1..=16777216", o.row_group_rows),
+            ));
+        }
+        if !(1..=100_000).contains(&o.points_every) {
+            return Err(invalid(
+                "outputs.points_every".into(),
+                format!("{} is not in 1..=100000", o.points_every),
+            ));
+        }
+        if !(1..=100_000).contains(&o.frames_per_part) {
+            return Err(invalid(
+                "outputs.frames_per_part".into(),
+                format!("{} is not in 1..=100000", o.frames_per_part),
+            ));
+        }
+        let r = &self.review;
+        if !(r.min_score.is_finite() && (0.0..=1.0).contains(&r.min_score)) {
+            return Err(invalid(
+                "review.min_score".into(),
+                format!("{} is not in [0, 1]", r.min_score),
+            ));
+        }
+        if !(r.size_factor.is_finite() && r.size_factor >= 1.0) {
+            return Err(invalid(
+                "review.size_factor".into(),
+                format!("{} is not ≥ 1", r.size_factor),
+            ));
+        }
+        if self.runtime.threads > 1024 {
+            return Err(invalid(
+                "runtime.threads".into(),
+                format!("{} is over 1024", self.runtime.threads),
+            ));
+        }
+        if !(1..=4096).contains(&self.runtime.window_frames) {
+            return Err(invalid(
+                "runtime.window_frames".into(),
+                format!("{} is not in 1..=4096", self.runtime.window_frames),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The detector folders, resolved against the config file's folder.
+    pub fn detector_dirs(&self, config_path: &Path) -> Vec<PathBuf> {
+        let dir = config_path.parent().unwrap_or(Path::new("."));
+        self.detectors.iter().map(|d| dir.join(&d.path)).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overlay_merges_tables_key_by_key() {
+        let mut base: toml::Value = toml::from_str("a = 1\n[t]\nx = 1\ny = 2\n[t.u]\nz = 3\n").unwrap();
+        let over: toml::Value = toml::from_str("b = 2\n[t]\ny = 5\n[t.u]\nw = 4\n").unwrap();
+        overlay(&mut base, over);
+        let expected: toml::Value = toml::from_str("a = 1\nb = 2\n[t]\nx = 1\ny = 5\n[t.u]\nz = 3\nw = 4\n").unwrap();
+        assert_eq!(base, expected);
+    }
+
+    #[test]
+    fn errors_name_the_file_and_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.toml");
+        std::fs::write(&path, "origin = \"labels\"\n[outputs]\ncompression_level = 40\n").unwrap();
+        let e = PipelineConfig::load(&path).unwrap_err().to_string();
+        assert!(e.contains("p.toml") && e.contains("outputs.compression_level"), "{e}");
+        std::fs::write(&path, "origin = \"labels\"\n[outputs]\ncompresion_level = 4\n").unwrap();
+        let e = PipelineConfig::load(&path).unwrap_err().to_string();
+        assert!(e.contains("p.toml") && e.contains("compresion_level"), "{e}");
+        std::fs::write(&path, "[[detectors]]\npath = \"nowhere\"\n").unwrap();
+        let e = PipelineConfig::load(&path).unwrap_err().to_string();
+        assert!(e.contains("detectors[0].path") && e.contains("nowhere"), "{e}");
+        std::fs::write(&path, "origin = \"detect\"\n").unwrap();
+        let e = PipelineConfig::load(&path).unwrap_err().to_string();
+        assert!(e.contains("key `detectors`"), "{e}");
+    }
+
+    #[test]
+    fn extends_lays_the_file_over_its_base() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("base.toml"),
+            "origin = \"labels\"\n[outputs]\ncompression_level = 5\npoints = \"none\"\n",
+        )
+        .unwrap();
+        let path = dir.path().join("p.toml");
+        std::fs::write(&path, "extends = \"base.toml\"\n[outputs]\npoints = \"every_kth\"\n").unwrap();
+        let loaded = PipelineConfig::load(&path).unwrap();
+        assert_eq!(loaded.config.origin, LayerOrigin::Labels);
+        assert_eq!(loaded.config.outputs.compression_level, 5);
+        assert_eq!(loaded.config.outputs.points, PointsKept::EveryKth);
+        std::fs::write(dir.path().join("base.toml"), "extends = \"p.toml\"\n").unwrap();
+        assert!(matches!(
+            PipelineConfig::load(&path),
+            Err(ConfigError::ExtendsDepth { .. })
+        ));
+    }
+
+    /// Every shipped pipeline config loads and validates (`pipelines/*.toml`).
+    #[test]
+    fn every_file_under_pipelines_loads() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("pipelines");
+        let mut loaded = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "toml") {
+                if path.file_name().is_some_and(|n| n == "base.toml") {
+                    // The shared base has no detectors of its own: it parses, and its stage
+                    // configs validate, but it is no pipeline by itself.
+                    let text = std::fs::read_to_string(&path).unwrap();
+                    let base: PipelineConfig = toml::from_str(&text).unwrap();
+                    for platform in crate::frame::Platform::ALL {
+                        Fuser::new(&base.fusion, platform).unwrap();
+                    }
+                } else {
+                    PipelineConfig::load(&path).unwrap_or_else(|e| panic!("{e}"));
+                }
+                loaded += 1;
+            }
+        }
+        assert!(loaded >= 5, "only {loaded} configs under pipelines/");
+    }
+}

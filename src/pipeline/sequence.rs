@@ -1,0 +1,855 @@
+//! The three passes over one sequence, and the only place that knows the order of the stages:
+//!
+//! 1. per frame, in parallel windows: read → detect (every detector) → fuse; keep the small
+//!    results (frame metadata, raw and fused boxes) and spill the points to a scratch file;
+//! 2. per sequence: track the fused boxes in the world frame (or take the source's labels);
+//! 3. per frame, in parallel: final boxes → points inside, range and pitch, camera footprints,
+//!    flags → box rows; then track rows.
+//!
+//! Each stage is a plain function of its own module; this file only hands data between them.
+
+use std::collections::{BTreeMap, HashMap};
+use std::ops::Range;
+use std::time::{Duration, Instant};
+
+use nalgebra::{Isometry3, Point3};
+use rayon::prelude::*;
+
+use super::PipelineError;
+use super::config::{LayerOrigin, PipelineConfig, PointsKept, ReviewConfig};
+use super::scratch::ScratchPoints;
+use crate::boxes::{Detection, FusedBox};
+use crate::camera::{project_box, project_point};
+use crate::cloud::PointCloud;
+use crate::detect::Detector;
+use crate::frame::{CameraCalibration, GroundTruthBox, ObjectClass, Platform};
+use crate::fuse::Fuser;
+use crate::geometry::{Box3, count_points_in_box};
+use crate::shards::{
+    BoxRow, CameraFootprint, DetectionRow, FrameError, FrameRow, PointsFrame, PointsWriter, StageTimes, TrackRow,
+};
+use crate::sources::{OnCorrupt, Source};
+use crate::track::{
+    BoxOrigin, Consolidation, MotionState, SweepPoints, TrackFrame, TrackInputBox, TrackSummary, TrackedBox,
+    consolidate,
+};
+
+/// Where pass 1 takes each frame's raw detections from.
+pub enum DetectionsFrom<'a> {
+    /// Run these detectors on every frame's points.
+    Detectors(&'a [Detector]),
+    /// Given, by frame index (a stored `detections.parquet`, a user's JSON lines, a noise model).
+    Given(&'a BTreeMap<i64, Vec<Detection>>),
+}
+
+/// One sequence to run.
+pub struct SequenceJob<'a> {
+    /// The configuration.
+    pub config: &'a PipelineConfig,
+    /// The log.
+    pub source: &'a dyn Source,
+    /// The platform that recorded it.
+    pub platform: Platform,
+    /// The raw detections.
+    pub detections: DetectionsFrom<'a>,
+    /// Positions of the source's readable frames to run (default: all).
+    pub frames: Option<Range<usize>>,
+    /// Folder for the points scratch file (the sequence's staging folder); `None`: the system's
+    /// temporary folder.
+    pub scratch_dir: Option<&'a std::path::Path>,
+}
+
+/// What one sequence produced, before it is written.
+#[derive(Debug, Default)]
+pub struct SequenceLayer {
+    /// One row per frame read, in order.
+    pub frames: Vec<FrameRow>,
+    /// Every detector's raw boxes.
+    pub detections: Vec<DetectionRow>,
+    /// Fused boxes per frame (same order as `frames`).
+    pub fused: Vec<Vec<FusedBox>>,
+    /// The final boxes, sorted by (frame, track id).
+    pub boxes: Vec<BoxRow>,
+    /// The tracks, sorted by id.
+    pub tracks: Vec<TrackRow>,
+    /// Frames that could not be read (policy `skip`).
+    pub errors: Vec<FrameError>,
+    /// The source's labels per frame (same order as `frames`), for self-scoring.
+    pub labels: Vec<Vec<GroundTruthBox>>,
+    /// Stage times.
+    pub times: StageTimes,
+    /// LiDAR points read.
+    pub points_read: u64,
+}
+
+/// What pass 1 keeps of a frame.
+struct FrameResult {
+    row: FrameRow,
+    cameras: Vec<(String, CameraCalibration)>,
+    world_from_sensor: Isometry3<f64>,
+    detections: Vec<Detection>,
+    fused: Vec<FusedBox>,
+    labels: Vec<GroundTruthBox>,
+    cloud: PointCloud,
+    read: Duration,
+    detect: Duration,
+    fuse: Duration,
+}
+
+fn row_major(m: &Isometry3<f64>) -> [f64; 16] {
+    let h = m.to_homogeneous();
+    let mut out = [0.0; 16];
+    for r in 0..4 {
+        for c in 0..4 {
+            out[r * 4 + c] = h[(r, c)];
+        }
+    }
+    out
+}
+
+/// Pass 1 on one frame.
+fn first_pass_frame(
+    source: &dyn Source,
+    position: usize,
+    detections: &DetectionsFrom,
+    fuser: &Fuser,
+) -> Result<FrameResult, PipelineError> {
+    let started = Instant::now();
+    let frame = source.frame(position)?;
+    let read = started.elapsed();
+    let frame_index = frame.index as i64;
+    let started = Instant::now();
+    let raw: Vec<Detection> = match detections {
+        DetectionsFrom::Detectors(detectors) => {
+            let mut all = Vec::new();
+            for d in detectors.iter() {
+                all.extend(d.detect(&frame.cloud).map_err(|source| PipelineError::Detect {
+                    sequence: frame.sequence.clone(),
+                    frame: frame_index,
+                    source,
+                })?);
+            }
+            all
+        }
+        DetectionsFrom::Given(given) => given.get(&frame_index).cloned().unwrap_or_default(),
+    };
+    let detect = started.elapsed();
+    let started = Instant::now();
+    // A box fusion cannot use (non-finite, negative size, score outside [0, 1]) is dropped with
+    // a note rather than failing the frame: one bad output of one network loses nothing else.
+    let usable: Vec<Detection> = raw
+        .iter()
+        .filter(|d| {
+            let ok = d.box3.is_valid() && d.score.is_finite() && (0.0..=1.0).contains(&d.score);
+            if !ok {
+                tracing::warn!(
+                    "{}: frame {frame_index}: detector `{}`: unusable box dropped before fusion",
+                    frame.sequence,
+                    d.detector
+                );
+            }
+            ok
+        })
+        .cloned()
+        .collect();
+    let fused = fuser.fuse(&usable).map_err(|source| PipelineError::Fuse {
+        sequence: frame.sequence.clone(),
+        frame: frame_index,
+        source,
+    })?;
+    let fuse = started.elapsed();
+    let cameras: Vec<(String, CameraCalibration)> = frame
+        .cameras
+        .iter()
+        .map(|c| (c.name.clone(), c.calibration.clone()))
+        .collect();
+    Ok(FrameResult {
+        row: FrameRow {
+            frame_index,
+            timestamp_us: frame.timestamp_micros,
+            world_from_sensor: row_major(&frame.world_from_sensor),
+            normalized_from_sensor: None,
+            num_points: frame.cloud.len() as i64,
+            num_points_kept: 0,
+            points_file: None,
+            num_detections: raw.len() as i64,
+            num_fused: fused.len() as i64,
+            num_boxes: 0,
+            cameras: cameras.iter().map(|(n, _)| n.clone()).collect(),
+        },
+        cameras,
+        world_from_sensor: frame.world_from_sensor,
+        detections: raw,
+        fused,
+        labels: frame.ground_truth,
+        cloud: frame.cloud,
+        read,
+        detect,
+        fuse,
+    })
+}
+
+/// The points of `cloud` that `kept` keeps for frame `frame_index`.
+fn kept_points(
+    kept: PointsKept,
+    every: usize,
+    frame_index: i64,
+    cloud: &PointCloud,
+    cameras: &[(String, CameraCalibration)],
+) -> Option<PointsFrame> {
+    let all = || PointsFrame {
+        frame_index,
+        x: cloud.x().to_vec(),
+        y: cloud.y().to_vec(),
+        z: cloud.z().to_vec(),
+        intensity: cloud.intensity().to_vec(),
+    };
+    match kept {
+        PointsKept::None => None,
+        PointsKept::All => Some(all()),
+        PointsKept::EveryKth => (frame_index.rem_euclid(every as i64) == 0).then(all),
+        PointsKept::CameraFov if cameras.is_empty() => Some(all()),
+        PointsKept::CameraFov => {
+            let mut out = PointsFrame {
+                frame_index,
+                ..PointsFrame::default()
+            };
+            for i in 0..cloud.len() {
+                let p = Point3::new(
+                    f64::from(cloud.x()[i]),
+                    f64::from(cloud.y()[i]),
+                    f64::from(cloud.z()[i]),
+                );
+                let seen = cameras.iter().any(|(_, c)| {
+                    project_point(c, &p).is_some_and(|px| {
+                        px.x >= 0.0 && px.y >= 0.0 && px.x < f64::from(c.width) && px.y < f64::from(c.height)
+                    })
+                });
+                if seen {
+                    out.x.push(cloud.x()[i]);
+                    out.y.push(cloud.y()[i]);
+                    out.z.push(cloud.z()[i]);
+                    out.intensity.push(cloud.intensity()[i]);
+                }
+            }
+            Some(out)
+        }
+    }
+}
+
+/// Per-frame context pass 3 needs.
+struct FrameContext {
+    row: FrameRow,
+    cameras: Vec<(String, CameraCalibration)>,
+    world_from_sensor: Isometry3<f64>,
+}
+
+/// Runs the three passes over one sequence. `points` receives the kept points, frame by frame
+/// in order (a shard folder's points writer); `None` keeps none.
+pub fn run_sequence(job: &SequenceJob, mut points: Option<&mut PointsWriter>) -> Result<SequenceLayer, PipelineError> {
+    let total_started = Instant::now();
+    let config = job.config;
+    let source = job.source;
+    let name = source.meta().name.clone();
+    let fuser = Fuser::new(&config.fusion, job.platform).map_err(|e| PipelineError::Config(e.to_string()))?;
+    let positions: Vec<usize> = match &job.frames {
+        Some(r) => (r.start.min(source.len())..r.end.min(source.len())).collect(),
+        None => (0..source.len()).collect(),
+    };
+    let mut layer = SequenceLayer::default();
+    for skipped in &source.meta().skipped {
+        layer.errors.push(FrameError {
+            frame_index: None,
+            location: skipped.location.clone(),
+            detail: skipped.detail.clone(),
+        });
+    }
+    let scratch_dir = job
+        .scratch_dir
+        .map(|d| d.to_path_buf())
+        .unwrap_or_else(std::env::temp_dir);
+    let scratch_path = scratch_dir.join(format!(
+        ".points-scratch-{}-{}.bin",
+        std::process::id(),
+        sanitize(&name)
+    ));
+    let mut scratch = ScratchPoints::create(&scratch_path).map_err(|source| PipelineError::Io {
+        path: scratch_path.clone(),
+        source,
+    })?;
+    let scratch_io = |source| PipelineError::Io {
+        path: scratch_path.clone(),
+        source,
+    };
+
+    // ---- pass 1: read → detect → fuse, in parallel windows --------------------------------
+    let pass_started = Instant::now();
+    let mut contexts: Vec<FrameContext> = Vec::with_capacity(positions.len());
+    let mut times = StageTimes::default();
+    for window in positions.chunks(config.runtime.window_frames) {
+        let results: Vec<Result<FrameResult, PipelineError>> = window
+            .par_iter()
+            .map(|&p| first_pass_frame(source, p, &job.detections, &fuser))
+            .collect();
+        for (result, &position) in results.into_iter().zip(window) {
+            let mut r = match result {
+                Ok(r) => r,
+                Err(PipelineError::Source(e)) if config.source.on_corrupt == OnCorrupt::Skip => {
+                    tracing::warn!("{name}: frame at position {position} skipped: {e}");
+                    layer.errors.push(FrameError {
+                        frame_index: None,
+                        location: format!("readable frame {position}"),
+                        detail: e.to_string(),
+                    });
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            times.read_cpu_s += r.read.as_secs_f64();
+            times.detect_cpu_s += r.detect.as_secs_f64();
+            times.fuse_cpu_s += r.fuse.as_secs_f64();
+            layer.points_read += r.cloud.len() as u64;
+            if let Some(writer) = points.as_deref_mut()
+                && let Some(kept) = kept_points(
+                    config.outputs.points,
+                    config.outputs.points_every,
+                    r.row.frame_index,
+                    &r.cloud,
+                    &r.cameras,
+                )
+            {
+                r.row.num_points_kept = kept.x.len() as i64;
+                r.row.points_file = Some(writer.write(&kept)?);
+            }
+            scratch.push(&r.cloud).map_err(scratch_io)?;
+            push_detection_rows(&mut layer.detections, &r);
+            layer.fused.push(r.fused);
+            layer.labels.push(r.labels);
+            contexts.push(FrameContext {
+                row: r.row,
+                cameras: r.cameras,
+                world_from_sensor: r.world_from_sensor,
+            });
+        }
+    }
+    scratch.seal().map_err(scratch_io)?;
+    times.per_frame_s = pass_started.elapsed().as_secs_f64();
+
+    // ---- pass 2: tracking (or the source's labels) ---------------------------------------
+    let pass_started = Instant::now();
+    let consolidation = match config.origin {
+        LayerOrigin::Detect if config.stages.track => {
+            track_fused(&name, &contexts, &layer.fused, &scratch, config, job.platform)?
+        }
+        LayerOrigin::Detect => one_frame_tracks(&contexts, &layer.fused),
+        LayerOrigin::Labels => Consolidation::default(),
+    };
+    times.track_s = pass_started.elapsed().as_secs_f64();
+
+    // ---- pass 3: box rows ----------------------------------------------------------------
+    let pass_started = Instant::now();
+    let (boxes, tracks) = match config.origin {
+        LayerOrigin::Detect => detected_rows(&contexts, &layer.fused, &consolidation, &scratch, &config.review),
+        LayerOrigin::Labels => label_rows(&contexts, &layer.labels, &scratch, &config.review),
+    };
+    let per_frame = boxes_per_frame(&contexts, &boxes);
+    for (ctx, n) in contexts.iter_mut().zip(per_frame) {
+        ctx.row.num_boxes = n;
+    }
+    layer.boxes = boxes;
+    layer.tracks = tracks;
+    layer.frames = contexts.into_iter().map(|c| c.row).collect();
+    times.describe_s = pass_started.elapsed().as_secs_f64();
+    times.total_s = total_started.elapsed().as_secs_f64();
+    layer.times = times;
+    Ok(layer)
+}
+
+fn sanitize(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+fn push_detection_rows(rows: &mut Vec<DetectionRow>, r: &FrameResult) {
+    let mut per_detector: HashMap<&str, i64> = HashMap::new();
+    for d in &r.detections {
+        let k = per_detector.entry(d.detector.as_str()).or_insert(0);
+        rows.push(DetectionRow {
+            frame_index: r.row.frame_index,
+            timestamp_us: r.row.timestamp_us,
+            detector: d.detector.clone(),
+            detection_index: *k,
+            class: d.class.as_str().to_string(),
+            score: d.score,
+            box_sensor: d.box3.to_array(),
+        });
+        *k += 1;
+    }
+}
+
+fn boxes_per_frame(contexts: &[FrameContext], boxes: &[BoxRow]) -> Vec<i64> {
+    let mut counts: HashMap<i64, i64> = HashMap::new();
+    for b in boxes {
+        *counts.entry(b.frame_index).or_insert(0) += 1;
+    }
+    contexts
+        .iter()
+        .map(|c| counts.get(&c.row.frame_index).copied().unwrap_or(0))
+        .collect()
+}
+
+/// The tracker on the fused boxes; frame positions are the pass's positions.
+fn track_fused(
+    name: &str,
+    contexts: &[FrameContext],
+    fused: &[Vec<FusedBox>],
+    points: &dyn SweepPoints,
+    config: &PipelineConfig,
+    platform: Platform,
+) -> Result<Consolidation, PipelineError> {
+    let frames: Vec<TrackFrame> = contexts
+        .iter()
+        .zip(fused)
+        .map(|(c, boxes)| TrackFrame {
+            timestamp_micros: c.row.timestamp_us,
+            world_from_sensor: c.world_from_sensor,
+            boxes: boxes.iter().map(track_input).collect(),
+        })
+        .collect();
+    consolidate(&frames, points, config.tracking.for_platform(platform)).map_err(|source| PipelineError::Track {
+        sequence: name.to_string(),
+        source,
+    })
+}
+
+/// The tracker's view of a fused box.
+pub fn track_input(b: &FusedBox) -> TrackInputBox {
+    TrackInputBox {
+        box3: b.box3,
+        class: b.class,
+        score: f64::from(b.score),
+        votes: b.votes,
+    }
+}
+
+/// With tracking off, every fused box is a one-frame track of its own.
+fn one_frame_tracks(contexts: &[FrameContext], fused: &[Vec<FusedBox>]) -> Consolidation {
+    let mut out = Consolidation::default();
+    for (f, (c, boxes)) in contexts.iter().zip(fused).enumerate() {
+        for (i, b) in boxes.iter().enumerate() {
+            let track_id = out.tracks.len() as u32 + 1;
+            out.boxes.push(TrackedBox {
+                frame: f,
+                track_id,
+                class: b.class,
+                score: f64::from(b.score),
+                box_in_world: b.box3.transformed(&c.world_from_sensor),
+                box_in_sensor: b.box3,
+                origin: BoxOrigin::Detected,
+                input_index: Some(i),
+                votes: b.votes,
+            });
+            out.tracks.push(TrackSummary {
+                track_id,
+                class: b.class,
+                motion: None,
+                first_frame: f,
+                last_frame: f,
+                num_detected: 1,
+                score: f64::from(b.score),
+                size: None,
+            });
+        }
+    }
+    out
+}
+
+/// A box ready for its row: everything but the per-frame measurements.
+struct PlannedRow {
+    position: usize,
+    track_id: i64,
+    source_track_id: Option<String>,
+    class: ObjectClass,
+    score: f64,
+    box_sensor: Box3,
+    box_world: Box3,
+    num_votes: i32,
+    detectors: Vec<String>,
+    origin: &'static str,
+    source_num_points: Option<i64>,
+    velocity_world_mps: Option<[f64; 3]>,
+    moving: Option<bool>,
+    track_boxes: usize,
+    review_status: &'static str,
+}
+
+/// Central-difference velocity of each box of a track in the world frame (one-sided at the
+/// ends); `None` for a one-box track. Input: the track's `(position, world box, time µs)` in order.
+fn track_velocities(boxes: &[(usize, Box3, i64)]) -> Vec<Option<[f64; 3]>> {
+    let n = boxes.len();
+    (0..n)
+        .map(|k| {
+            if n < 2 {
+                return None;
+            }
+            let (a, b) = (k.saturating_sub(1), (k + 1).min(n - 1));
+            let dt = (boxes[b].2 - boxes[a].2) as f64 * 1e-6;
+            if dt <= 0.0 {
+                return None;
+            }
+            let (p, q) = (&boxes[a].1, &boxes[b].1);
+            Some([(q.x - p.x) / dt, (q.y - p.y) / dt, (q.z - p.z) / dt])
+        })
+        .collect()
+}
+
+/// Rows of the detect origin: the tracker's boxes (with the fused box's voters) and tracks.
+fn detected_rows(
+    contexts: &[FrameContext],
+    fused: &[Vec<FusedBox>],
+    consolidation: &Consolidation,
+    points: &ScratchPoints,
+    review: &ReviewConfig,
+) -> (Vec<BoxRow>, Vec<TrackRow>) {
+    let mut by_track: BTreeMap<u32, Vec<&TrackedBox>> = BTreeMap::new();
+    for b in &consolidation.boxes {
+        by_track.entry(b.track_id).or_default().push(b);
+    }
+    let summaries: HashMap<u32, &TrackSummary> = consolidation.tracks.iter().map(|t| (t.track_id, t)).collect();
+    let mut planned = Vec::with_capacity(consolidation.boxes.len());
+    for (track_id, boxes) in &by_track {
+        let summary = summaries.get(track_id);
+        let motion = summary.and_then(|s| s.motion);
+        let samples: Vec<(usize, Box3, i64)> = boxes
+            .iter()
+            .map(|b| (b.frame, b.box_in_world, contexts[b.frame].row.timestamp_us))
+            .collect();
+        let velocities = track_velocities(&samples);
+        for (b, velocity) in boxes.iter().zip(velocities) {
+            let voters = b.input_index.and_then(|i| fused[b.frame].get(i));
+            let velocity = match motion {
+                Some(MotionState::Static) => Some([0.0; 3]),
+                _ => velocity,
+            };
+            planned.push(PlannedRow {
+                position: b.frame,
+                track_id: i64::from(b.track_id),
+                source_track_id: None,
+                class: b.class,
+                score: b.score,
+                box_sensor: b.box_in_sensor,
+                box_world: b.box_in_world,
+                num_votes: b.votes as i32,
+                detectors: voters.map(|f| f.detectors.clone()).unwrap_or_default(),
+                origin: b.origin.as_str(),
+                source_num_points: None,
+                velocity_world_mps: velocity,
+                moving: motion.map(|m| m == MotionState::Dynamic),
+                track_boxes: boxes.len(),
+                review_status: "auto",
+            });
+        }
+    }
+    let boxes = describe_all(contexts, planned, points, review);
+    let tracks = consolidation
+        .tracks
+        .iter()
+        .map(|t| TrackRow {
+            track_id: i64::from(t.track_id),
+            source_track_id: None,
+            class: t.class.as_str().to_string(),
+            motion: t.motion.map(|m| match m {
+                MotionState::Static => "static".to_string(),
+                MotionState::Dynamic => "dynamic".to_string(),
+            }),
+            first_frame: contexts[t.first_frame].row.frame_index,
+            last_frame: contexts[t.last_frame].row.frame_index,
+            num_boxes: by_track.get(&t.track_id).map_or(0, |b| b.len() as i64),
+            num_detected: t.num_detected as i64,
+            score: t.score,
+            size_lwh_m: t.size,
+        })
+        .collect();
+    (boxes, tracks)
+}
+
+/// Rows of the labels origin: the source's boxes with their own ids (track ids numbered in order
+/// of first appearance, then id), verified by definition.
+fn label_rows(
+    contexts: &[FrameContext],
+    labels: &[Vec<GroundTruthBox>],
+    points: &ScratchPoints,
+    review: &ReviewConfig,
+) -> (Vec<BoxRow>, Vec<TrackRow>) {
+    let mut ids: BTreeMap<String, i64> = BTreeMap::new();
+    let mut order: Vec<String> = Vec::new();
+    for frame_labels in labels {
+        let mut new: Vec<&String> = frame_labels
+            .iter()
+            .map(|l| &l.track_id)
+            .filter(|id| !ids.contains_key(*id))
+            .collect();
+        new.sort();
+        new.dedup();
+        for id in new {
+            ids.insert(id.clone(), order.len() as i64 + 1);
+            order.push(id.clone());
+        }
+    }
+    let mut per_track: BTreeMap<i64, Vec<(usize, Box3, i64)>> = BTreeMap::new();
+    for (p, frame_labels) in labels.iter().enumerate() {
+        for l in frame_labels {
+            let world = l.box_in_sensor.transformed(&contexts[p].world_from_sensor);
+            per_track
+                .entry(ids[&l.track_id])
+                .or_default()
+                .push((p, world, contexts[p].row.timestamp_us));
+        }
+    }
+    let velocities: HashMap<(i64, usize), Option<[f64; 3]>> = per_track
+        .iter()
+        .flat_map(|(id, samples)| {
+            track_velocities(samples)
+                .into_iter()
+                .zip(samples.iter())
+                .map(move |(v, s)| ((*id, s.0), v))
+        })
+        .collect();
+    let mut planned = Vec::new();
+    for (p, frame_labels) in labels.iter().enumerate() {
+        for l in frame_labels {
+            let track_id = ids[&l.track_id];
+            let velocity = l
+                .velocity_mps
+                .map(|v| [v.x, v.y, v.z])
+                .or_else(|| velocities.get(&(track_id, p)).copied().flatten());
+            planned.push(PlannedRow {
+                position: p,
+                track_id,
+                source_track_id: Some(l.track_id.clone()),
+                class: l.class,
+                score: 1.0,
+                box_sensor: l.box_in_sensor,
+                box_world: l.box_in_sensor.transformed(&contexts[p].world_from_sensor),
+                num_votes: 0,
+                detectors: Vec::new(),
+                origin: "label",
+                source_num_points: l.num_points.map(i64::from),
+                velocity_world_mps: velocity,
+                moving: velocity.map(|v| v[0].hypot(v[1]) > MOVING_SPEED_MPS),
+                track_boxes: per_track.get(&track_id).map_or(0, Vec::len),
+                review_status: "verified",
+            });
+        }
+    }
+    planned.sort_by(|a, b| a.position.cmp(&b.position).then(a.track_id.cmp(&b.track_id)));
+    let boxes = describe_all(contexts, planned, points, review);
+    let classes: HashMap<i64, String> = boxes.iter().map(|b| (b.track_id, b.class.clone())).collect();
+    let tracks = per_track
+        .iter()
+        .map(|(id, samples)| {
+            let moving = samples.iter().any(|s| {
+                velocities
+                    .get(&(*id, s.0))
+                    .copied()
+                    .flatten()
+                    .is_some_and(|v| v[0].hypot(v[1]) > MOVING_SPEED_MPS)
+            });
+            TrackRow {
+                track_id: *id,
+                source_track_id: Some(order[(*id - 1) as usize].clone()),
+                class: classes.get(id).cloned().unwrap_or_default(),
+                motion: Some(if moving { "dynamic" } else { "static" }.to_string()),
+                first_frame: contexts[samples[0].0].row.frame_index,
+                last_frame: contexts[samples[samples.len() - 1].0].row.frame_index,
+                num_boxes: samples.len() as i64,
+                num_detected: samples.len() as i64,
+                score: 1.0,
+                size_lwh_m: None,
+            }
+        })
+        .collect();
+    (boxes, tracks)
+}
+
+/// Speed above which a labelled object counts as moving (m/s).
+const MOVING_SPEED_MPS: f64 = 0.5;
+
+/// Typical `(l, w, h)` of a class (m), the reference of the `size_outlier` flag.
+fn typical_size(class: ObjectClass) -> Option<[f64; 3]> {
+    match class {
+        ObjectClass::Vehicle => Some([4.5, 1.9, 1.6]),
+        ObjectClass::Pedestrian => Some([0.8, 0.8, 1.75]),
+        ObjectClass::Cyclist => Some([1.8, 0.7, 1.7]),
+        ObjectClass::Unknown => None,
+    }
+}
+
+/// Pass 3: measures every planned box on its frame's points and cameras (frames in parallel,
+/// rows in the planned order) and numbers the rows.
+fn describe_all(
+    contexts: &[FrameContext],
+    planned: Vec<PlannedRow>,
+    points: &ScratchPoints,
+    review: &ReviewConfig,
+) -> Vec<BoxRow> {
+    let mut by_frame: Vec<Vec<PlannedRow>> = (0..contexts.len()).map(|_| Vec::new()).collect();
+    for p in planned {
+        by_frame[p.position].push(p);
+    }
+    let rows: Vec<Vec<BoxRow>> = by_frame
+        .into_par_iter()
+        .enumerate()
+        .map(|(position, planned)| {
+            if planned.is_empty() {
+                return Vec::new();
+            }
+            let cloud = points.read(position);
+            planned
+                .into_iter()
+                .map(|p| describe_box(&contexts[position], cloud.as_deref(), p, review))
+                .collect()
+        })
+        .collect();
+    let mut rows: Vec<BoxRow> = rows.into_iter().flatten().collect();
+    for (i, r) in rows.iter_mut().enumerate() {
+        r.box_id = i as i64;
+    }
+    rows
+}
+
+fn describe_box(ctx: &FrameContext, cloud: Option<&PointCloud>, p: PlannedRow, review: &ReviewConfig) -> BoxRow {
+    let b = p.box_sensor;
+    let num_points_inside = cloud.map_or(0, |c| count_points_in_box(c, &b)) as i64;
+    let bev_range_m = b.x.hypot(b.y);
+    let relative_pitch_rad = b.z.atan2(bev_range_m);
+    let cameras: Vec<CameraFootprint> = ctx
+        .cameras
+        .iter()
+        .map(|(name, calibration)| camera_footprint(name, calibration, &b))
+        .collect();
+    let best_camera = cameras
+        .iter()
+        .filter(|c| c.in_fov)
+        .max_by(|a, b| a.in_image_fraction.total_cmp(&b.in_image_fraction))
+        .map(|c| c.camera.clone());
+    let mut flags = Vec::new();
+    if num_points_inside < i64::from(review.min_points) {
+        flags.push("few_points".to_string());
+    }
+    if p.track_boxes < review.min_track_boxes as usize {
+        flags.push("short_track".to_string());
+    }
+    if p.score < review.min_score {
+        flags.push("low_score".to_string());
+    }
+    if let Some(t) = typical_size(p.class) {
+        let off = [b.l, b.w, b.h]
+            .iter()
+            .zip(t)
+            .any(|(s, t)| *s > t * review.size_factor || *s * review.size_factor < t);
+        if off {
+            flags.push("size_outlier".to_string());
+        }
+    }
+    if !cameras.is_empty() && best_camera.is_none() {
+        flags.push("out_of_view".to_string());
+    }
+    let review_status = if p.review_status == "auto" && !flags.is_empty() {
+        "flagged"
+    } else {
+        p.review_status
+    };
+    BoxRow {
+        frame_index: ctx.row.frame_index,
+        timestamp_us: ctx.row.timestamp_us,
+        box_id: 0,
+        track_id: p.track_id,
+        source_track_id: p.source_track_id,
+        class: p.class.as_str().to_string(),
+        score: p.score,
+        box_sensor: b.to_array(),
+        box_world: p.box_world.to_array(),
+        box_normalized: None,
+        aabb_normalized: None,
+        num_votes: p.num_votes,
+        detectors: p.detectors,
+        origin: p.origin.to_string(),
+        num_points_inside,
+        source_num_points: p.source_num_points,
+        bev_range_m,
+        relative_pitch_rad,
+        velocity_world_mps: p.velocity_world_mps,
+        moving: p.moving,
+        cameras,
+        best_camera,
+        rgb_class: None,
+        rgb_score: None,
+        flags,
+        review_status: review_status.to_string(),
+    }
+}
+
+fn camera_footprint(name: &str, calibration: &CameraCalibration, b: &Box3) -> CameraFootprint {
+    let centre = project_point(calibration, &Point3::new(b.x, b.y, b.z));
+    let in_fov = centre.is_some_and(|px| {
+        px.x >= 0.0 && px.y >= 0.0 && px.x < f64::from(calibration.width) && px.y < f64::from(calibration.height)
+    });
+    let projected = project_box(calibration, b);
+    CameraFootprint {
+        camera: name.to_string(),
+        in_fov,
+        box_2d_px: projected.map(|p| [p.x_min, p.y_min, p.x_max, p.y_max]),
+        in_image_fraction: projected.map_or(0.0, |p| p.in_image_fraction),
+    }
+}
+
+/// The pool the per-frame passes run on.
+pub(crate) fn thread_pool(threads: usize) -> Result<rayon::ThreadPool, PipelineError> {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .map_err(|e| PipelineError::Config(format!("runtime.threads: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn velocities_are_central_differences_in_the_world_frame() {
+        let b = |x: f64| Box3::new(x, 2.0 * x, 0.0, 1.0, 1.0, 1.0, 0.0);
+        let v = track_velocities(&[(0, b(0.0), 0), (1, b(1.0), 100_000), (2, b(3.0), 200_000)]);
+        assert_eq!(v[0], Some([10.0, 20.0, 0.0]));
+        assert_eq!(v[1], Some([15.0, 30.0, 0.0]));
+        assert_eq!(v[2], Some([20.0, 40.0, 0.0]));
+        assert_eq!(track_velocities(&[(0, b(0.0), 0)]), vec![None]);
+    }
+
+    #[test]
+    fn row_major_writes_rows_first() {
+        let m = Isometry3::translation(1.0, 2.0, 3.0);
+        let r = row_major(&m);
+        assert_eq!((r[3], r[7], r[11], r[15]), (1.0, 2.0, 3.0, 1.0));
+        assert_eq!((r[0], r[5], r[10]), (1.0, 1.0, 1.0));
+    }
+
+    #[test]
+    fn every_kth_keeps_frames_divisible_by_k() {
+        let cloud = PointCloud::from_columns(vec![1.0], vec![2.0], vec![3.0], vec![4.0]).unwrap();
+        assert!(kept_points(PointsKept::EveryKth, 5, 10, &cloud, &[]).is_some());
+        assert!(kept_points(PointsKept::EveryKth, 5, 11, &cloud, &[]).is_none());
+        assert!(kept_points(PointsKept::None, 5, 10, &cloud, &[]).is_none());
+        assert_eq!(
+            kept_points(PointsKept::All, 5, 11, &cloud, &[]).unwrap().intensity,
+            vec![4.0]
+        );
+    }
+}

@@ -1,0 +1,417 @@
+//! Reads shard files back into rows: `run --from fuse` reads `detections.parquet`, `eval --format
+//! shards` reads `boxes.parquet`, tests read everything. Columns are found by name and their types
+//! checked, so a file from another writer with the same schema reads too.
+
+use std::fs::File;
+use std::path::Path;
+
+use arrow::array::{Array, AsArray, RecordBatch};
+use arrow::datatypes::{Float32Type, Float64Type, Int32Type, Int64Type};
+use parquet::arrow::arrow_reader::{ParquetRecordBatchReaderBuilder, RowSelection, RowSelector};
+
+use super::{BoxRow, CameraFootprint, DetectionRow, FrameRow, PointsFrame, ShardError, TrackRow};
+
+fn read_batches(path: &Path) -> Result<Vec<RecordBatch>, ShardError> {
+    let file = File::open(path).map_err(|source| ShardError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let fail = |e: String| ShardError::Parquet {
+        path: path.to_path_buf(),
+        detail: e,
+    };
+    let reader = ParquetRecordBatchReaderBuilder::try_new(file)
+        .map_err(|e| fail(e.to_string()))?
+        .with_batch_size(1 << 16)
+        .build()
+        .map_err(|e| fail(e.to_string()))?;
+    reader.map(|b| b.map_err(|e| fail(e.to_string()))).collect()
+}
+
+/// Typed column access on one batch, errors naming file and column.
+struct Columns<'a> {
+    path: &'a Path,
+    batch: &'a RecordBatch,
+}
+
+impl<'a> Columns<'a> {
+    fn column(&self, name: &str) -> Result<&'a dyn Array, ShardError> {
+        self.batch
+            .column_by_name(name)
+            .map(|c| c.as_ref())
+            .ok_or_else(|| self.error(name, "missing"))
+    }
+
+    fn error(&self, name: &str, detail: &str) -> ShardError {
+        ShardError::Schema {
+            path: self.path.to_path_buf(),
+            column: name.to_string(),
+            detail: detail.to_string(),
+        }
+    }
+
+    fn i64s(&self, name: &str) -> Result<Vec<Option<i64>>, ShardError> {
+        let c = self.column(name)?;
+        let a = c
+            .as_primitive_opt::<Int64Type>()
+            .ok_or_else(|| self.error(name, "not int64"))?;
+        Ok(a.iter().collect())
+    }
+
+    fn i64s_required(&self, name: &str) -> Result<Vec<i64>, ShardError> {
+        self.i64s(name)?
+            .into_iter()
+            .map(|v| v.ok_or_else(|| self.error(name, "null in a required column")))
+            .collect()
+    }
+
+    fn f64s(&self, name: &str) -> Result<Vec<Option<f64>>, ShardError> {
+        let c = self.column(name)?;
+        let a = c
+            .as_primitive_opt::<Float64Type>()
+            .ok_or_else(|| self.error(name, "not float64"))?;
+        Ok(a.iter().collect())
+    }
+
+    fn f64s_required(&self, name: &str) -> Result<Vec<f64>, ShardError> {
+        self.f64s(name)?
+            .into_iter()
+            .map(|v| v.ok_or_else(|| self.error(name, "null in a required column")))
+            .collect()
+    }
+
+    fn f32s(&self, name: &str) -> Result<Vec<f32>, ShardError> {
+        let c = self.column(name)?;
+        let a = c
+            .as_primitive_opt::<Float32Type>()
+            .ok_or_else(|| self.error(name, "not float32"))?;
+        if a.null_count() > 0 {
+            return Err(self.error(name, "null in a required column"));
+        }
+        Ok(a.values().to_vec())
+    }
+
+    fn strings(&self, name: &str) -> Result<Vec<Option<String>>, ShardError> {
+        let c = self.column(name)?;
+        let a = c.as_string_opt::<i32>().ok_or_else(|| self.error(name, "not utf8"))?;
+        Ok(a.iter().map(|s| s.map(str::to_string)).collect())
+    }
+
+    fn strings_required(&self, name: &str) -> Result<Vec<String>, ShardError> {
+        self.strings(name)?
+            .into_iter()
+            .map(|v| v.ok_or_else(|| self.error(name, "null in a required column")))
+            .collect()
+    }
+
+    fn bools(&self, name: &str) -> Result<Vec<Option<bool>>, ShardError> {
+        let c = self.column(name)?;
+        let a = c.as_boolean_opt().ok_or_else(|| self.error(name, "not boolean"))?;
+        Ok(a.iter().collect())
+    }
+
+    fn fixed<const N: usize>(&self, name: &str) -> Result<Vec<Option<[f64; N]>>, ShardError> {
+        fixed_rows::<N>(self.column(name)?)
+            .ok_or_else(|| self.error(name, &format!("not fixed_size_list<float64>[{N}]")))
+    }
+
+    fn fixed_required<const N: usize>(&self, name: &str) -> Result<Vec<[f64; N]>, ShardError> {
+        self.fixed::<N>(name)?
+            .into_iter()
+            .map(|v| v.ok_or_else(|| self.error(name, "null in a required column")))
+            .collect()
+    }
+
+    fn string_lists(&self, name: &str) -> Result<Vec<Vec<String>>, ShardError> {
+        let c = self.column(name)?;
+        let list = c
+            .as_list_opt::<i32>()
+            .ok_or_else(|| self.error(name, "not list<utf8>"))?;
+        let mut out = Vec::with_capacity(list.len());
+        for i in 0..list.len() {
+            let values = list.value(i);
+            let strings = values
+                .as_string_opt::<i32>()
+                .ok_or_else(|| self.error(name, "not list<utf8>"))?;
+            out.push(strings.iter().map(|s| s.unwrap_or_default().to_string()).collect());
+        }
+        Ok(out)
+    }
+}
+
+fn fixed_rows<const N: usize>(column: &dyn Array) -> Option<Vec<Option<[f64; N]>>> {
+    let list = column.as_fixed_size_list_opt()?;
+    if list.value_length() != N as i32 {
+        return None;
+    }
+    let values = list.values().as_primitive_opt::<Float64Type>()?;
+    let mut out = Vec::with_capacity(list.len());
+    for i in 0..list.len() {
+        if list.is_null(i) {
+            out.push(None);
+            continue;
+        }
+        let start = (list.offset() + i) * N;
+        let mut row = [0.0; N];
+        row.copy_from_slice(&values.values()[start..start + N]);
+        out.push(Some(row));
+    }
+    Some(out)
+}
+
+/// Reads `frames.parquet`.
+pub fn read_frame_rows(path: &Path) -> Result<Vec<FrameRow>, ShardError> {
+    let mut rows = Vec::new();
+    for batch in read_batches(path)? {
+        let c = Columns { path, batch: &batch };
+        let frame_index = c.i64s_required("frame_index")?;
+        let timestamp = c.i64s_required("timestamp_us")?;
+        let world = c.fixed_required::<16>("world_from_sensor")?;
+        let normalized = c.fixed::<16>("normalized_from_sensor")?;
+        let num_points = c.i64s_required("num_points")?;
+        let kept = c.i64s_required("num_points_kept")?;
+        let points_file = c.strings("points_file")?;
+        let detections = c.i64s_required("num_detections")?;
+        let fused = c.i64s_required("num_fused")?;
+        let boxes = c.i64s_required("num_boxes")?;
+        let cameras = c.string_lists("cameras")?;
+        for i in 0..batch.num_rows() {
+            rows.push(FrameRow {
+                frame_index: frame_index[i],
+                timestamp_us: timestamp[i],
+                world_from_sensor: world[i],
+                normalized_from_sensor: normalized[i],
+                num_points: num_points[i],
+                num_points_kept: kept[i],
+                points_file: points_file[i].clone(),
+                num_detections: detections[i],
+                num_fused: fused[i],
+                num_boxes: boxes[i],
+                cameras: cameras[i].clone(),
+            });
+        }
+    }
+    Ok(rows)
+}
+
+/// Reads `detections.parquet`.
+pub fn read_detection_rows(path: &Path) -> Result<Vec<DetectionRow>, ShardError> {
+    let mut rows = Vec::new();
+    for batch in read_batches(path)? {
+        let c = Columns { path, batch: &batch };
+        let frame_index = c.i64s_required("frame_index")?;
+        let timestamp = c.i64s_required("timestamp_us")?;
+        let detector = c.strings_required("detector")?;
+        let index = c.i64s_required("detection_index")?;
+        let class = c.strings_required("class")?;
+        let score = c.f32s("score")?;
+        let boxes = c.fixed_required::<9>("box_sensor")?;
+        for i in 0..batch.num_rows() {
+            rows.push(DetectionRow {
+                frame_index: frame_index[i],
+                timestamp_us: timestamp[i],
+                detector: detector[i].clone(),
+                detection_index: index[i],
+                class: class[i].clone(),
+                score: score[i],
+                box_sensor: boxes[i],
+            });
+        }
+    }
+    Ok(rows)
+}
+
+fn camera_footprints(c: &Columns, name: &str) -> Result<Vec<Vec<CameraFootprint>>, ShardError> {
+    let bad = || c.error(name, "not list<struct<camera, in_fov, box_2d_px, in_image_fraction>>");
+    let list = c.column(name)?.as_list_opt::<i32>().ok_or_else(bad)?;
+    let mut out = Vec::with_capacity(list.len());
+    for i in 0..list.len() {
+        let values = list.value(i);
+        let s = values.as_struct_opt().ok_or_else(bad)?;
+        let camera = s
+            .column_by_name("camera")
+            .and_then(|a| a.as_string_opt::<i32>())
+            .ok_or_else(bad)?;
+        let in_fov = s
+            .column_by_name("in_fov")
+            .and_then(|a| a.as_boolean_opt())
+            .ok_or_else(bad)?;
+        let box_2d = s
+            .column_by_name("box_2d_px")
+            .and_then(|a| fixed_rows::<4>(a.as_ref()))
+            .ok_or_else(bad)?;
+        let fraction = s
+            .column_by_name("in_image_fraction")
+            .and_then(|a| a.as_primitive_opt::<Float64Type>())
+            .ok_or_else(bad)?;
+        out.push(
+            (0..s.len())
+                .map(|k| CameraFootprint {
+                    camera: camera.value(k).to_string(),
+                    in_fov: in_fov.value(k),
+                    box_2d_px: box_2d[k],
+                    in_image_fraction: fraction.value(k),
+                })
+                .collect(),
+        );
+    }
+    Ok(out)
+}
+
+/// Reads `boxes.parquet` (or `review.parquet`).
+pub fn read_box_rows(path: &Path) -> Result<Vec<BoxRow>, ShardError> {
+    let mut rows = Vec::new();
+    for batch in read_batches(path)? {
+        let c = Columns { path, batch: &batch };
+        let frame_index = c.i64s_required("frame_index")?;
+        let timestamp = c.i64s_required("timestamp_us")?;
+        let box_id = c.i64s_required("box_id")?;
+        let track_id = c.i64s_required("track_id")?;
+        let source_track_id = c.strings("source_track_id")?;
+        let class = c.strings_required("class")?;
+        let score = c.f64s_required("score")?;
+        let sensor = c.fixed_required::<9>("box_sensor")?;
+        let world = c.fixed_required::<9>("box_world")?;
+        let normalized = c.fixed::<9>("box_normalized")?;
+        let aabb = c.fixed::<6>("aabb_normalized")?;
+        let votes = {
+            let col = c.column("num_votes")?;
+            let a = col
+                .as_primitive_opt::<Int32Type>()
+                .ok_or_else(|| c.error("num_votes", "not int32"))?;
+            a.values().to_vec()
+        };
+        let detectors = c.string_lists("detectors")?;
+        let origin = c.strings_required("origin")?;
+        let inside = c.i64s_required("num_points_inside")?;
+        let source_points = c.i64s("source_num_points")?;
+        let range = c.f64s_required("bev_range_m")?;
+        let pitch = c.f64s_required("relative_pitch_rad")?;
+        let velocity = c.fixed::<3>("velocity_world_mps")?;
+        let moving = c.bools("moving")?;
+        let cameras = camera_footprints(&c, "cameras")?;
+        let best_camera = c.strings("best_camera")?;
+        let rgb_class = c.strings("rgb_class")?;
+        let rgb_score = c.f64s("rgb_score")?;
+        let flags = c.string_lists("flags")?;
+        let status = c.strings_required("review_status")?;
+        for i in 0..batch.num_rows() {
+            rows.push(BoxRow {
+                frame_index: frame_index[i],
+                timestamp_us: timestamp[i],
+                box_id: box_id[i],
+                track_id: track_id[i],
+                source_track_id: source_track_id[i].clone(),
+                class: class[i].clone(),
+                score: score[i],
+                box_sensor: sensor[i],
+                box_world: world[i],
+                box_normalized: normalized[i],
+                aabb_normalized: aabb[i],
+                num_votes: votes[i],
+                detectors: detectors[i].clone(),
+                origin: origin[i].clone(),
+                num_points_inside: inside[i],
+                source_num_points: source_points[i],
+                bev_range_m: range[i],
+                relative_pitch_rad: pitch[i],
+                velocity_world_mps: velocity[i],
+                moving: moving[i],
+                cameras: cameras[i].clone(),
+                best_camera: best_camera[i].clone(),
+                rgb_class: rgb_class[i].clone(),
+                rgb_score: rgb_score[i],
+                flags: flags[i].clone(),
+                review_status: status[i].clone(),
+            });
+        }
+    }
+    Ok(rows)
+}
+
+/// Reads `tracks.parquet`.
+pub fn read_track_rows(path: &Path) -> Result<Vec<TrackRow>, ShardError> {
+    let mut rows = Vec::new();
+    for batch in read_batches(path)? {
+        let c = Columns { path, batch: &batch };
+        let track_id = c.i64s_required("track_id")?;
+        let source = c.strings("source_track_id")?;
+        let class = c.strings_required("class")?;
+        let motion = c.strings("motion")?;
+        let first = c.i64s_required("first_frame")?;
+        let last = c.i64s_required("last_frame")?;
+        let boxes = c.i64s_required("num_boxes")?;
+        let detected = c.i64s_required("num_detected")?;
+        let score = c.f64s_required("score")?;
+        let size = c.fixed::<3>("size_lwh_m")?;
+        for i in 0..batch.num_rows() {
+            rows.push(TrackRow {
+                track_id: track_id[i],
+                source_track_id: source[i].clone(),
+                class: class[i].clone(),
+                motion: motion[i].clone(),
+                first_frame: first[i],
+                last_frame: last[i],
+                num_boxes: boxes[i],
+                num_detected: detected[i],
+                score: score[i],
+                size_lwh_m: size[i],
+            });
+        }
+    }
+    Ok(rows)
+}
+
+/// Reads one frame's points from a points file: the row group whose `frame_index` is `frame_index`
+/// (one row group per frame), decoding only that row group.
+pub fn read_points_frame(path: &Path, frame_index: i64) -> Result<Option<PointsFrame>, ShardError> {
+    let file = File::open(path).map_err(|source| ShardError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let fail = |e: String| ShardError::Parquet {
+        path: path.to_path_buf(),
+        detail: e,
+    };
+    let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| fail(e.to_string()))?;
+    let metadata = builder.metadata().clone();
+    // The row group of the frame: its `frame_index` column statistics hold min = max = the frame.
+    let mut group = None;
+    for (g, rg) in metadata.row_groups().iter().enumerate() {
+        let stats = rg.column(0).statistics();
+        let hit = match stats {
+            Some(parquet::file::statistics::Statistics::Int64(s)) => {
+                s.min_opt() == Some(&frame_index) && s.max_opt() == Some(&frame_index)
+            }
+            _ => false,
+        };
+        if hit {
+            group = Some(g);
+            break;
+        }
+    }
+    let Some(group) = group else {
+        return Ok(None);
+    };
+    let reader = builder
+        .with_row_groups(vec![group])
+        .with_row_selection(RowSelection::from(vec![RowSelector::select(
+            metadata.row_group(group).num_rows() as usize,
+        )]))
+        .with_batch_size(1 << 20)
+        .build()
+        .map_err(|e| fail(e.to_string()))?;
+    let mut frame = PointsFrame {
+        frame_index,
+        ..PointsFrame::default()
+    };
+    for batch in reader {
+        let batch = batch.map_err(|e| fail(e.to_string()))?;
+        let c = Columns { path, batch: &batch };
+        frame.x.extend(c.f32s("x_sensor_m")?);
+        frame.y.extend(c.f32s("y_sensor_m")?);
+        frame.z.extend(c.f32s("z_sensor_m")?);
+        frame.intensity.extend(c.f32s("intensity")?);
+    }
+    Ok(Some(frame))
+}

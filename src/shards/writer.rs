@@ -1,0 +1,440 @@
+//! Writes one sequence's shard folder. Everything goes into `<sequence>.partial/` first; `finish`
+//! writes `manifest.json` and `_SUCCESS` there and renames the folder into place, so a folder
+//! under its final name is always complete and never a mix of two runs.
+
+use std::fs::File;
+use std::io::BufWriter;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow::array::{
+    ArrayRef, BooleanArray, FixedSizeListArray, Float32Array, Float64Array, Int32Array, Int64Array, ListArray,
+    RecordBatch, StringArray, StructArray,
+};
+use arrow::buffer::{NullBuffer, OffsetBuffer};
+use arrow::datatypes::{DataType, Field, Schema};
+use parquet::arrow::ArrowWriter;
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::metadata::KeyValue;
+use parquet::file::properties::WriterProperties;
+
+use super::manifest::{RunManifest, SCHEMA_VERSION};
+use super::schema::{
+    box_schema, camera_footprint_fields, detection_schema, file_metadata, frame_schema, points_schema, track_schema,
+};
+use super::{BoxRow, DetectionRow, FrameRow, PointsFrame, ShardError, TrackRow};
+use crate::atomic_file::{PARTIAL_SUFFIX, write_atomic};
+
+/// Written last into a complete sequence folder.
+pub const SUCCESS_FILE: &str = "_SUCCESS";
+
+/// How shard files are written.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ShardOptions {
+    /// zstd level (1–22).
+    pub compression_level: i32,
+    /// Rows per row group (boxes, tracks, detections, frames).
+    pub row_group_rows: usize,
+    /// Frames per points file.
+    pub frames_per_part: usize,
+}
+
+impl Default for ShardOptions {
+    fn default() -> Self {
+        Self {
+            compression_level: 3,
+            row_group_rows: 65_536,
+            frames_per_part: 50,
+        }
+    }
+}
+
+fn properties(options: &ShardOptions, max_rows: Option<usize>) -> Result<WriterProperties, String> {
+    let level = ZstdLevel::try_new(options.compression_level).map_err(|e| e.to_string())?;
+    let metadata = file_metadata(SCHEMA_VERSION)
+        .into_iter()
+        .map(|(k, v)| KeyValue::new(k.to_string(), v))
+        .collect();
+    Ok(WriterProperties::builder()
+        .set_compression(Compression::ZSTD(level))
+        .set_max_row_group_row_count(max_rows)
+        .set_key_value_metadata(Some(metadata))
+        .build())
+}
+
+fn parquet_error(path: &Path) -> impl Fn(String) -> ShardError + '_ {
+    move |detail| ShardError::Parquet {
+        path: path.to_path_buf(),
+        detail,
+    }
+}
+
+/// Writes `batch` to `path` as one Parquet file.
+fn write_table(path: &Path, batch: &RecordBatch, options: &ShardOptions) -> Result<(), ShardError> {
+    let fail = parquet_error(path);
+    let file = File::create(path).map_err(|source| ShardError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let props = properties(options, Some(options.row_group_rows)).map_err(&fail)?;
+    let mut writer =
+        ArrowWriter::try_new(BufWriter::new(file), batch.schema(), Some(props)).map_err(|e| fail(e.to_string()))?;
+    writer.write(batch).map_err(|e| fail(e.to_string()))?;
+    writer.close().map_err(|e| fail(e.to_string()))?;
+    Ok(())
+}
+
+fn batch(path: &Path, schema: Schema, columns: Vec<ArrayRef>) -> Result<RecordBatch, ShardError> {
+    RecordBatch::try_new(Arc::new(schema), columns).map_err(|e| ShardError::Parquet {
+        path: path.to_path_buf(),
+        detail: e.to_string(),
+    })
+}
+
+// ---- column builders ---------------------------------------------------------------------
+
+fn utf8<'a>(values: impl Iterator<Item = &'a str>) -> ArrayRef {
+    Arc::new(StringArray::from_iter_values(values))
+}
+
+fn utf8_opt<'a>(values: impl Iterator<Item = Option<&'a str>>) -> ArrayRef {
+    Arc::new(values.collect::<StringArray>())
+}
+
+fn i64s(values: impl Iterator<Item = i64>) -> ArrayRef {
+    Arc::new(Int64Array::from_iter_values(values))
+}
+
+fn f64s(values: impl Iterator<Item = f64>) -> ArrayRef {
+    Arc::new(Float64Array::from_iter_values(values))
+}
+
+/// A `fixed_size_list<float64>[N]` column; `None` rows are null (their slots hold zeros).
+fn fixed<const N: usize>(rows: impl Iterator<Item = Option<[f64; N]>>) -> ArrayRef {
+    let mut values = Vec::new();
+    let mut valid = Vec::new();
+    for row in rows {
+        valid.push(row.is_some());
+        values.extend_from_slice(&row.unwrap_or([0.0; N]));
+    }
+    let nulls = valid.iter().any(|v| !v).then(|| NullBuffer::from(valid));
+    let field = Arc::new(Field::new("item", DataType::Float64, false));
+    Arc::new(FixedSizeListArray::new(
+        field,
+        N as i32,
+        Arc::new(Float64Array::from(values)),
+        nulls,
+    ))
+}
+
+/// A `list<utf8>` column.
+fn list_utf8<'a>(rows: impl Iterator<Item = &'a [String]>) -> ArrayRef {
+    let mut lengths = Vec::new();
+    let mut values: Vec<&str> = Vec::new();
+    for row in rows {
+        lengths.push(row.len());
+        values.extend(row.iter().map(String::as_str));
+    }
+    let field = Arc::new(Field::new("item", DataType::Utf8, false));
+    Arc::new(ListArray::new(
+        field,
+        OffsetBuffer::from_lengths(lengths),
+        Arc::new(StringArray::from_iter_values(values)),
+        None,
+    ))
+}
+
+fn sequence_column(sequence: &str, n: usize) -> ArrayRef {
+    utf8(std::iter::repeat_n(sequence, n))
+}
+
+// ---- tables -------------------------------------------------------------------------------
+
+fn frames_batch(path: &Path, sequence: &str, rows: &[FrameRow]) -> Result<RecordBatch, ShardError> {
+    let columns = vec![
+        sequence_column(sequence, rows.len()),
+        i64s(rows.iter().map(|r| r.frame_index)),
+        i64s(rows.iter().map(|r| r.timestamp_us)),
+        fixed(rows.iter().map(|r| Some(r.world_from_sensor))),
+        fixed(rows.iter().map(|r| r.normalized_from_sensor)),
+        i64s(rows.iter().map(|r| r.num_points)),
+        i64s(rows.iter().map(|r| r.num_points_kept)),
+        utf8_opt(rows.iter().map(|r| r.points_file.as_deref())),
+        i64s(rows.iter().map(|r| r.num_detections)),
+        i64s(rows.iter().map(|r| r.num_fused)),
+        i64s(rows.iter().map(|r| r.num_boxes)),
+        list_utf8(rows.iter().map(|r| r.cameras.as_slice())),
+    ];
+    batch(path, frame_schema(), columns)
+}
+
+fn detections_batch(path: &Path, sequence: &str, rows: &[DetectionRow]) -> Result<RecordBatch, ShardError> {
+    let columns = vec![
+        sequence_column(sequence, rows.len()),
+        i64s(rows.iter().map(|r| r.frame_index)),
+        i64s(rows.iter().map(|r| r.timestamp_us)),
+        utf8(rows.iter().map(|r| r.detector.as_str())),
+        i64s(rows.iter().map(|r| r.detection_index)),
+        utf8(rows.iter().map(|r| r.class.as_str())),
+        Arc::new(Float32Array::from_iter_values(rows.iter().map(|r| r.score))),
+        fixed(rows.iter().map(|r| Some(r.box_sensor))),
+    ];
+    batch(path, detection_schema(), columns)
+}
+
+fn cameras_column(rows: &[BoxRow]) -> ArrayRef {
+    let footprints: Vec<_> = rows.iter().flat_map(|r| r.cameras.iter()).collect();
+    let children: Vec<ArrayRef> = vec![
+        utf8(footprints.iter().map(|c| c.camera.as_str())),
+        Arc::new(BooleanArray::from(
+            footprints.iter().map(|c| c.in_fov).collect::<Vec<_>>(),
+        )),
+        fixed(footprints.iter().map(|c| c.box_2d_px)),
+        f64s(footprints.iter().map(|c| c.in_image_fraction)),
+    ];
+    let fields = camera_footprint_fields();
+    let item = Arc::new(Field::new("item", DataType::Struct(fields.clone()), false));
+    Arc::new(ListArray::new(
+        item,
+        OffsetBuffer::from_lengths(rows.iter().map(|r| r.cameras.len())),
+        Arc::new(StructArray::new(fields, children, None)),
+        None,
+    ))
+}
+
+fn boxes_batch(path: &Path, sequence: &str, rows: &[BoxRow]) -> Result<RecordBatch, ShardError> {
+    let columns = vec![
+        sequence_column(sequence, rows.len()),
+        i64s(rows.iter().map(|r| r.frame_index)),
+        i64s(rows.iter().map(|r| r.timestamp_us)),
+        i64s(rows.iter().map(|r| r.box_id)),
+        i64s(rows.iter().map(|r| r.track_id)),
+        utf8_opt(rows.iter().map(|r| r.source_track_id.as_deref())),
+        utf8(rows.iter().map(|r| r.class.as_str())),
+        f64s(rows.iter().map(|r| r.score)),
+        fixed(rows.iter().map(|r| Some(r.box_sensor))),
+        fixed(rows.iter().map(|r| Some(r.box_world))),
+        fixed(rows.iter().map(|r| r.box_normalized)),
+        fixed(rows.iter().map(|r| r.aabb_normalized)),
+        Arc::new(Int32Array::from_iter_values(rows.iter().map(|r| r.num_votes))),
+        list_utf8(rows.iter().map(|r| r.detectors.as_slice())),
+        utf8(rows.iter().map(|r| r.origin.as_str())),
+        i64s(rows.iter().map(|r| r.num_points_inside)),
+        Arc::new(rows.iter().map(|r| r.source_num_points).collect::<Int64Array>()),
+        f64s(rows.iter().map(|r| r.bev_range_m)),
+        f64s(rows.iter().map(|r| r.relative_pitch_rad)),
+        fixed(rows.iter().map(|r| r.velocity_world_mps)),
+        Arc::new(rows.iter().map(|r| r.moving).collect::<BooleanArray>()),
+        cameras_column(rows),
+        utf8_opt(rows.iter().map(|r| r.best_camera.as_deref())),
+        utf8_opt(rows.iter().map(|r| r.rgb_class.as_deref())),
+        Arc::new(rows.iter().map(|r| r.rgb_score).collect::<Float64Array>()),
+        list_utf8(rows.iter().map(|r| r.flags.as_slice())),
+        utf8(rows.iter().map(|r| r.review_status.as_str())),
+    ];
+    batch(path, box_schema(), columns)
+}
+
+fn tracks_batch(path: &Path, sequence: &str, rows: &[TrackRow]) -> Result<RecordBatch, ShardError> {
+    let columns = vec![
+        sequence_column(sequence, rows.len()),
+        i64s(rows.iter().map(|r| r.track_id)),
+        utf8_opt(rows.iter().map(|r| r.source_track_id.as_deref())),
+        utf8(rows.iter().map(|r| r.class.as_str())),
+        utf8_opt(rows.iter().map(|r| r.motion.as_deref())),
+        i64s(rows.iter().map(|r| r.first_frame)),
+        i64s(rows.iter().map(|r| r.last_frame)),
+        i64s(rows.iter().map(|r| r.num_boxes)),
+        i64s(rows.iter().map(|r| r.num_detected)),
+        f64s(rows.iter().map(|r| r.score)),
+        fixed(rows.iter().map(|r| r.size_lwh_m)),
+    ];
+    batch(path, track_schema(), columns)
+}
+
+// ---- points -------------------------------------------------------------------------------
+
+/// Writes frames' points, one row group per frame, `frames_per_part` frames per file.
+pub struct PointsWriter {
+    dir: PathBuf,
+    options: ShardOptions,
+    current: Option<(String, ArrowWriter<BufWriter<File>>)>,
+    frames_in_part: usize,
+    parts: usize,
+}
+
+impl PointsWriter {
+    fn new(dir: PathBuf, options: ShardOptions) -> Self {
+        Self {
+            dir,
+            options,
+            current: None,
+            frames_in_part: 0,
+            parts: 0,
+        }
+    }
+
+    /// Appends one frame (frames must come in the order they are to be read); returns the
+    /// file's name relative to the sequence folder (`points/part-00000.parquet`).
+    pub fn write(&mut self, frame: &PointsFrame) -> Result<String, ShardError> {
+        if self.frames_in_part >= self.options.frames_per_part {
+            self.close_part()?;
+        }
+        if self.current.is_none() {
+            let name = format!("points/part-{:05}.parquet", self.parts);
+            let path = self.dir.join(&name);
+            let fail = parquet_error(&path);
+            let file = File::create(&path).map_err(|source| ShardError::Io {
+                path: path.clone(),
+                source,
+            })?;
+            // One row group per frame: `flush` below closes it, so no row limit here.
+            let props = properties(&self.options, None).map_err(&fail)?;
+            let writer = ArrowWriter::try_new(BufWriter::new(file), Arc::new(points_schema()), Some(props))
+                .map_err(|e| fail(e.to_string()))?;
+            self.current = Some((name, writer));
+            self.parts += 1;
+            self.frames_in_part = 0;
+        }
+        let Some((name, writer)) = self.current.as_mut() else {
+            unreachable!("a points part was opened above");
+        };
+        let path = self.dir.join(name.as_str());
+        let n = frame.x.len();
+        let columns: Vec<ArrayRef> = vec![
+            i64s(std::iter::repeat_n(frame.frame_index, n)),
+            Arc::new(Float32Array::from(frame.x.clone())),
+            Arc::new(Float32Array::from(frame.y.clone())),
+            Arc::new(Float32Array::from(frame.z.clone())),
+            Arc::new(Float32Array::from(frame.intensity.clone())),
+        ];
+        let b = batch(&path, points_schema(), columns)?;
+        let fail = parquet_error(&path);
+        writer.write(&b).map_err(|e| fail(e.to_string()))?;
+        writer.flush().map_err(|e| fail(e.to_string()))?;
+        self.frames_in_part += 1;
+        Ok(name.clone())
+    }
+
+    fn close_part(&mut self) -> Result<(), ShardError> {
+        if let Some((name, writer)) = self.current.take() {
+            let path = self.dir.join(name);
+            writer.close().map_err(|e| ShardError::Parquet {
+                path,
+                detail: e.to_string(),
+            })?;
+        }
+        Ok(())
+    }
+}
+
+// ---- the sequence folder ------------------------------------------------------------------
+
+/// One sequence's shard folder being written.
+pub struct SequenceWriter {
+    final_dir: PathBuf,
+    staging: PathBuf,
+    sequence: String,
+    options: ShardOptions,
+    points: PointsWriter,
+}
+
+impl SequenceWriter {
+    /// Starts writing `dir` (the sequence folder) for `sequence`: a leftover staging folder of
+    /// an interrupted run is removed; the folder under its final name is replaced only by
+    /// [`SequenceWriter::finish`].
+    pub fn create(dir: &Path, sequence: &str, options: ShardOptions) -> Result<Self, ShardError> {
+        let staging = staging_dir(dir);
+        let io = |source| ShardError::Io {
+            path: staging.clone(),
+            source,
+        };
+        if staging.exists() {
+            std::fs::remove_dir_all(&staging).map_err(io)?;
+        }
+        std::fs::create_dir_all(staging.join("points")).map_err(io)?;
+        Ok(Self {
+            final_dir: dir.to_path_buf(),
+            points: PointsWriter::new(staging.clone(), options),
+            staging,
+            sequence: sequence.to_string(),
+            options,
+        })
+    }
+
+    /// The points writer.
+    pub fn points(&mut self) -> &mut PointsWriter {
+        &mut self.points
+    }
+
+    /// Writes `frames.parquet`.
+    pub fn write_frames(&self, rows: &[FrameRow]) -> Result<(), ShardError> {
+        let path = self.staging.join("frames.parquet");
+        write_table(&path, &frames_batch(&path, &self.sequence, rows)?, &self.options)
+    }
+
+    /// Writes `detections.parquet`.
+    pub fn write_detections(&self, rows: &[DetectionRow]) -> Result<(), ShardError> {
+        let path = self.staging.join("detections.parquet");
+        write_table(&path, &detections_batch(&path, &self.sequence, rows)?, &self.options)
+    }
+
+    /// Writes `boxes.parquet` and `review.parquet` (its rows whose status is `flagged`).
+    pub fn write_boxes(&self, rows: &[BoxRow]) -> Result<(), ShardError> {
+        let path = self.staging.join("boxes.parquet");
+        write_table(&path, &boxes_batch(&path, &self.sequence, rows)?, &self.options)?;
+        let flagged: Vec<BoxRow> = rows.iter().filter(|r| r.review_status == "flagged").cloned().collect();
+        let path = self.staging.join("review.parquet");
+        write_table(&path, &boxes_batch(&path, &self.sequence, &flagged)?, &self.options)
+    }
+
+    /// Writes `tracks.parquet`.
+    pub fn write_tracks(&self, rows: &[TrackRow]) -> Result<(), ShardError> {
+        let path = self.staging.join("tracks.parquet");
+        write_table(&path, &tracks_batch(&path, &self.sequence, rows)?, &self.options)
+    }
+
+    /// Closes the points files, writes `manifest.json` and `_SUCCESS`, and renames the folder
+    /// into place (replacing an older one); returns the final folder.
+    pub fn finish(mut self, manifest: &RunManifest) -> Result<PathBuf, ShardError> {
+        self.points.close_part()?;
+        let manifest_path = self.staging.join("manifest.json");
+        let text = serde_json::to_string_pretty(manifest).map_err(|e| ShardError::Parquet {
+            path: manifest_path.clone(),
+            detail: e.to_string(),
+        })?;
+        let io = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| ShardError::Io { path, source }
+        };
+        write_atomic(&manifest_path, (text + "\n").as_bytes()).map_err(io(&manifest_path))?;
+        let success = self.staging.join(SUCCESS_FILE);
+        write_atomic(&success, b"").map_err(io(&success))?;
+        if self.final_dir.exists() {
+            // Move the old folder aside first so the new one never lands inside it.
+            let old = self.final_dir.with_file_name(format!(
+                "{}.old",
+                self.final_dir
+                    .file_name()
+                    .map(|n| n.to_string_lossy())
+                    .unwrap_or_default()
+            ));
+            if old.exists() {
+                std::fs::remove_dir_all(&old).map_err(io(&old))?;
+            }
+            std::fs::rename(&self.final_dir, &old).map_err(io(&self.final_dir))?;
+            std::fs::rename(&self.staging, &self.final_dir).map_err(io(&self.final_dir))?;
+            std::fs::remove_dir_all(&old).map_err(io(&old))?;
+        } else {
+            std::fs::rename(&self.staging, &self.final_dir).map_err(io(&self.final_dir))?;
+        }
+        Ok(self.final_dir.clone())
+    }
+}
+
+/// The folder a sequence is written in before it is complete (`<dir>.partial`).
+pub fn staging_dir(dir: &Path) -> PathBuf {
+    let mut name = dir.file_name().map(|n| n.to_os_string()).unwrap_or_default();
+    name.push(PARTIAL_SUFFIX);
+    dir.with_file_name(name)
+}
