@@ -62,6 +62,24 @@ enum Command {
         /// Start from an earlier run's stored detections (`fuse`, `track`, `camera`) instead of reading and detecting.
         #[arg(long, value_enum, default_value = "read")]
         from: boxlayer::pipeline::StartFrom,
+        /// Your own detections (JSON lines, docs/pipeline.md) instead of the config's detectors.
+        #[arg(long, conflicts_with = "from")]
+        detections: Option<PathBuf>,
+    },
+    /// Fuse detections given as JSON lines (docs/pipeline.md) with a pipeline config's fusion
+    /// settings; write the fused boxes as JSON lines `eval` reads.
+    Fuse {
+        /// The detections.
+        detections: PathBuf,
+        /// The pipeline config whose `[fusion]` applies.
+        #[arg(long)]
+        config: PathBuf,
+        /// The platform (selects the fusion overrides).
+        #[arg(long)]
+        platform: boxlayer::Platform,
+        /// Output file (`-`: standard output).
+        #[arg(long)]
+        out: PathBuf,
     },
     /// Print a one-screen summary of an input: an ONNX model, a Waymo v1 segment or a Waymo v2 folder.
     Inspect {
@@ -192,6 +210,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             sequences,
             frames,
             from,
+            detections,
         } => {
             let loaded = boxlayer::pipeline::PipelineConfig::load(&config)?;
             let options = boxlayer::pipeline::RunOptions {
@@ -204,10 +223,27 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 sequences,
                 frames,
                 from,
+                detections,
                 progress: true,
             };
             let summary = boxlayer::pipeline::run(&options).context("run")?;
             print!("{summary}");
+        }
+        Command::Fuse {
+            detections,
+            config,
+            platform,
+            out,
+        } => {
+            let loaded = boxlayer::pipeline::PipelineConfig::load(&config)?;
+            let text = boxlayer::pipeline::fuse_detections_file(&detections, &loaded.config.fusion, platform)
+                .with_context(|| format!("fuse {}", detections.display()))?;
+            if out.as_os_str() == "-" {
+                print!("{text}");
+            } else {
+                boxlayer::atomic_file::write_atomic(&out, text.as_bytes())
+                    .with_context(|| format!("write {}", out.display()))?;
+            }
         }
         Command::Inspect { file } => {
             let summary = boxlayer::inspect::inspect(&file).with_context(|| format!("inspect {}", file.display()))?;

@@ -123,6 +123,7 @@ pub fn run(options: &DemoOptions) -> Result<String, DemoError> {
             sequences: Vec::new(),
             frames: None,
             from: StartFrom::Read,
+            detections: None,
             progress: options.progress,
         })?;
         runs.push((log, summary));

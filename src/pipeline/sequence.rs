@@ -93,6 +93,7 @@ struct FrameResult {
     cloud: PointCloud,
     read: Duration,
     detect: Duration,
+    onnx: Duration,
     fuse: Duration,
 }
 
@@ -119,15 +120,18 @@ fn first_pass_frame(
     let read = started.elapsed();
     let frame_index = frame.index as i64;
     let started = Instant::now();
+    let mut onnx = Duration::ZERO;
     let raw: Vec<Detection> = match detections {
         DetectionsFrom::Detectors(detectors) => {
             let mut all = Vec::new();
             for d in detectors.iter() {
-                all.extend(d.detect(&frame.cloud).map_err(|source| PipelineError::Detect {
+                let (boxes, timings) = d.detect_timed(&frame.cloud).map_err(|source| PipelineError::Detect {
                     sequence: frame.sequence.clone(),
                     frame: frame_index,
                     source,
-                })?);
+                })?;
+                onnx += timings.onnx();
+                all.extend(boxes);
             }
             all
         }
@@ -185,6 +189,7 @@ fn first_pass_frame(
         cloud: frame.cloud,
         read,
         detect,
+        onnx,
         fuse,
     })
 }
@@ -307,6 +312,7 @@ pub fn run_sequence(job: &SequenceJob, mut points: Option<&mut PointsWriter>) ->
             };
             times.read_cpu_s += r.read.as_secs_f64();
             times.detect_cpu_s += r.detect.as_secs_f64();
+            times.onnx_cpu_s += r.onnx.as_secs_f64();
             times.fuse_cpu_s += r.fuse.as_secs_f64();
             layer.points_read += r.cloud.len() as u64;
             if let Some(writer) = points.as_deref_mut()

@@ -56,8 +56,10 @@ pub struct StageTimes {
     pub per_frame_s: f64,
     /// Of which, summed over frames: reading.
     pub read_cpu_s: f64,
-    /// Summed over frames: detectors.
+    /// Summed over frames: detectors (pillarise, ONNX, decode, NMS).
     pub detect_cpu_s: f64,
+    /// Summed over frames: the detectors' ONNX sessions alone.
+    pub onnx_cpu_s: f64,
     /// Summed over frames: fusion.
     pub fuse_cpu_s: f64,
     /// Pass 2: tracking.

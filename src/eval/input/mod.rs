@@ -3,6 +3,7 @@
 //! so a new kind (boxlayer shards, simulator truth, Waymo labels) plugs in as one more function.
 
 mod jsonl;
+mod shards;
 mod three_eed;
 mod waymo;
 
@@ -17,6 +18,7 @@ use crate::frame::{ObjectClass, Platform};
 use crate::geometry::Box3;
 
 pub use jsonl::{load_jsonl, to_json_line};
+pub use shards::load_shards;
 pub use three_eed::{class_from_3eed_name, load_3eed};
 pub use waymo::load_waymo_labels;
 
@@ -81,6 +83,8 @@ pub enum InputFormat {
     Jsonl,
     /// A Waymo v1 segment (`.tfrecord`): its 3D laser labels, as ground truth.
     Waymo,
+    /// `boxlayer run` output: a sequence folder or a folder of them (`boxes.parquet`).
+    Shards,
 }
 
 impl fmt::Display for InputFormat {
@@ -89,6 +93,7 @@ impl fmt::Display for InputFormat {
             InputFormat::ThreeEed => "3eed",
             InputFormat::Jsonl => "jsonl",
             InputFormat::Waymo => "waymo",
+            InputFormat::Shards => "shards",
         })
     }
 }
@@ -100,18 +105,22 @@ impl FromStr for InputFormat {
             "3eed" => Ok(InputFormat::ThreeEed),
             "jsonl" => Ok(InputFormat::Jsonl),
             "waymo" => Ok(InputFormat::Waymo),
+            "shards" => Ok(InputFormat::Shards),
             other => Err(format!(
-                "unknown input format `{other}` (expected 3eed, jsonl or waymo)"
+                "unknown input format `{other}` (expected 3eed, jsonl, waymo or shards)"
             )),
         }
     }
 }
 
 impl InputFormat {
-    /// The format a path most likely holds: a folder is 3EED, a `.tfrecord` Waymo, else JSON lines.
+    /// The format a path most likely holds: a folder of shards is `shards`, another folder 3EED,
+    /// a `.tfrecord` Waymo, else JSON lines.
     pub fn guess(path: &Path) -> InputFormat {
         let ext = path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
-        if path.is_dir() {
+        if path.is_dir() && shards::looks_like_shards(path) {
+            InputFormat::Shards
+        } else if path.is_dir() {
             InputFormat::ThreeEed
         } else if matches!(ext.as_deref(), Some("tfrecord" | "tfrecords")) {
             InputFormat::Waymo
@@ -127,6 +136,7 @@ pub fn load(path: &Path, format: InputFormat) -> Result<EvalData, EvalError> {
         InputFormat::ThreeEed => load_3eed(path),
         InputFormat::Jsonl => load_jsonl(path),
         InputFormat::Waymo => load_waymo_labels(path),
+        InputFormat::Shards => shards::load_shards(path),
     }
 }
 

@@ -1,0 +1,311 @@
+//! `boxlayer run` end to end (issue 17): the full pipeline with the bundled ONNX detectors on
+//! short simulated logs of all three platforms, checked by the independent pyarrow reader
+//! `tools/check_shards.py` against `docs/schema.md`; byte-identical reruns and `--from fuse`;
+//! labels mode on a real Waymo frame; damaged records under both policies; configs and detectors
+//! refused before any output.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use boxlayer::Platform;
+use boxlayer::demo::simulate_log;
+use boxlayer::pipeline::{PipelineConfig, PipelineError, RunOptions, RunSummary, StartFrom, run};
+use boxlayer::shards::{SUCCESS_FILE, read_box_rows, read_frame_rows};
+
+const FRAMES: usize = 6;
+
+fn repo(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
+}
+
+fn options(config: &Path, input: &Path, platform: Platform, out: &Path) -> RunOptions {
+    RunOptions {
+        config: PipelineConfig::load(config).unwrap(),
+        data_root: PathBuf::from("."),
+        input: Some(input.to_path_buf()),
+        platform: Some(platform),
+        truth: None,
+        out: out.to_path_buf(),
+        sequences: Vec::new(),
+        frames: None,
+        from: StartFrom::Read,
+        detections: None,
+        progress: false,
+    }
+}
+
+/// Every file of a sequence folder except `manifest.json` (which holds times), by relative path.
+fn data_files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.file_name().is_some_and(|n| n != "manifest.json") {
+                let rel = path.strip_prefix(dir).unwrap().to_string_lossy().into_owned();
+                out.insert(rel, std::fs::read(&path).unwrap());
+            }
+        }
+    }
+    out
+}
+
+fn check_shards(dirs: &[PathBuf]) {
+    let output = Command::new("python3")
+        .arg(repo("tools/check_shards.py"))
+        .arg("--schema")
+        .arg(repo("docs/schema.md"))
+        .args(dirs)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run python3 ({e}); install Python 3, numpy and pyarrow with `make setup`"));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(output.status.success(), "tools/check_shards.py failed:\n{text}");
+    assert!(
+        text.contains(&format!("check_shards: {} passed, 0 failed", dirs.len())),
+        "{text}"
+    );
+}
+
+fn only_dir(summary: &RunSummary) -> PathBuf {
+    assert_eq!(summary.sequences.len(), 1);
+    summary.sequences[0].dir.clone()
+}
+
+#[test]
+fn the_full_pipeline_on_three_platforms_passes_the_independent_reader_and_reruns_byte_identically() {
+    let tmp = tempfile::tempdir().unwrap();
+    let config = repo("pipelines/demo.toml");
+    let mut dirs = Vec::new();
+    for (platform, seed) in [
+        (Platform::Vehicle, 31),
+        (Platform::Drone, 32),
+        (Platform::Quadruped, 33),
+    ] {
+        let log = simulate_log(platform, FRAMES, seed, &tmp.path().join("logs").join(platform.as_str())).unwrap();
+        let mut o = options(&config, &log.path, platform, &tmp.path().join("a"));
+        o.truth = Some(log.truth.clone());
+        let summary = run(&o).unwrap();
+        let dir = only_dir(&summary);
+        let s = &summary.sequences[0];
+        assert_eq!(s.counts.frames, FRAMES as u64, "{platform}");
+        assert!(
+            s.counts.detections > 0,
+            "{platform}: the bundled detectors found nothing"
+        );
+        assert!(dir.join(SUCCESS_FILE).is_file());
+        assert!(s.scores.is_some(), "{platform}: the run scores itself against --truth");
+
+        // Two full runs give byte-identical data files.
+        o.out = tmp.path().join("b");
+        let again = only_dir(&run(&o).unwrap());
+        assert!(
+            data_files(&dir) == data_files(&again),
+            "{platform}: a second run differs"
+        );
+
+        // Resumed from the stored detections: the same boxes, byte for byte.
+        let resumed_root = tmp.path().join("c");
+        let resumed = resumed_root.join(platform.as_str()).join(dir.file_name().unwrap());
+        std::fs::create_dir_all(resumed.parent().unwrap()).unwrap();
+        std::fs::rename(&again, &resumed).unwrap();
+        o.out = resumed_root;
+        o.from = StartFrom::Fuse;
+        let resumed = only_dir(&run(&o).unwrap());
+        for file in [
+            "boxes.parquet",
+            "tracks.parquet",
+            "review.parquet",
+            "detections.parquet",
+        ] {
+            assert!(
+                std::fs::read(dir.join(file)).unwrap() == std::fs::read(resumed.join(file)).unwrap(),
+                "{platform}: {file} differs after --from fuse"
+            );
+        }
+        let manifest: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(resumed.join("manifest.json")).unwrap()).unwrap();
+        assert_eq!(manifest["started_from"], "fuse");
+        assert_eq!(
+            manifest["detectors"].as_array().unwrap().len(),
+            2,
+            "the earlier run's detector record stands"
+        );
+        dirs.push(dir);
+    }
+    check_shards(&dirs);
+    // The checker itself catches a dropped column, a wrong point count and a lost track row.
+    let output = Command::new("python3")
+        .arg(repo("tools/check_shards.py"))
+        .args(["--self-test", "--schema"])
+        .arg(repo("docs/schema.md"))
+        .arg(&dirs[0])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success() && text.contains("self-test: 3 passed, 0 failed"),
+        "{text}"
+    );
+}
+
+/// A Waymo fixture frame; skipped with one message outside CI when `../shared/fixtures` is absent.
+fn waymo_fixture(name: &str) -> Option<PathBuf> {
+    let path = repo("../shared/fixtures/waymo").join(name);
+    if path.is_file() {
+        return Some(path);
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "{}: fixture missing on CI",
+        path.display()
+    );
+    eprintln!(
+        "skipped: {} is not here (the Waymo fixtures live outside the repository)",
+        path.display()
+    );
+    None
+}
+
+#[test]
+fn labels_mode_turns_the_logs_labels_into_box_rows_with_their_ids() {
+    let Some(fixture) = waymo_fixture("frame_with_cameras.tfrecord") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let summary = run(&options(
+        &repo("pipelines/3eed_waymo.toml"),
+        &fixture,
+        Platform::Vehicle,
+        tmp.path(),
+    ))
+    .unwrap();
+    let dir = only_dir(&summary);
+    let rows = read_box_rows(&dir.join("boxes.parquet")).unwrap();
+    // The independent expectation: the evaluator's own Waymo label reader.
+    let labels = boxlayer::eval::load(&fixture, boxlayer::eval::InputFormat::Waymo)
+        .unwrap()
+        .boxes;
+    assert_eq!(labels.len(), 75);
+    assert_eq!(rows.len(), 75);
+    let by_id: BTreeMap<&str, &boxlayer::shards::BoxRow> = rows
+        .iter()
+        .map(|r| (r.source_track_id.as_deref().unwrap(), r))
+        .collect();
+    assert_eq!(by_id.len(), 75, "label ids are unique and all present");
+    for l in &labels {
+        let r = by_id[l.track_id.as_deref().unwrap()];
+        assert_eq!(r.class, l.class.as_str());
+        assert_eq!(r.source_num_points, l.num_points.map(|n| n as i64));
+        assert_eq!(r.origin, "label");
+        assert_eq!(r.review_status, "verified");
+        for (a, b) in r.box_sensor.iter().zip(l.bbox.to_array()) {
+            assert!((a - b).abs() < 1e-9);
+        }
+    }
+    check_shards(&[dir]);
+}
+
+/// Record offsets of a TFRecord file (8-byte length, 4-byte CRC, data, 4-byte CRC).
+fn record_offsets(bytes: &[u8]) -> Vec<usize> {
+    let mut offsets = Vec::new();
+    let mut at = 0;
+    while at + 12 <= bytes.len() {
+        offsets.push(at);
+        let len = u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap()) as usize;
+        at += 12 + len + 4;
+    }
+    offsets
+}
+
+#[test]
+fn a_damaged_record_is_skipped_and_listed_or_fails_the_sequence_without_success() {
+    let tmp = tempfile::tempdir().unwrap();
+    let log = simulate_log(Platform::Vehicle, 5, 41, &tmp.path().join("logs")).unwrap();
+    let mut bytes = std::fs::read(&log.path).unwrap();
+    let offsets = record_offsets(&bytes);
+    assert_eq!(offsets.len(), 5);
+    bytes[offsets[2] + 12 + 200] ^= 0x5a; // a data byte of the middle record: bad data CRC
+    std::fs::write(&log.path, &bytes).unwrap();
+
+    let config = repo("pipelines/demo.toml");
+    let summary = run(&options(
+        &config,
+        &log.path,
+        Platform::Vehicle,
+        &tmp.path().join("skip"),
+    ))
+    .unwrap();
+    let dir = only_dir(&summary);
+    let frames = read_frame_rows(&dir.join("frames.parquet")).unwrap();
+    assert_eq!(frames.len(), 4, "the good frames are written");
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap()).unwrap();
+    let errors = manifest["errors"].as_array().unwrap();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(
+        errors[0]["location"].as_str().unwrap().contains("record 2"),
+        "{errors:?}"
+    );
+    assert_eq!(manifest["counts"]["frames_skipped"], 1);
+    check_shards(&[dir]);
+
+    let fail_config = tmp.path().join("fail.toml");
+    std::fs::write(
+        &fail_config,
+        format!(
+            "extends = \"{}\"\n[source]\non_corrupt = \"fail\"\n",
+            repo("pipelines/demo.toml").display()
+        ),
+    )
+    .unwrap();
+    let out = tmp.path().join("fail");
+    let e = run(&options(&fail_config, &log.path, Platform::Vehicle, &out)).unwrap_err();
+    let text = e.to_string();
+    assert!(
+        text.contains(&log.path.display().to_string()) && text.contains("record 2"),
+        "{text}"
+    );
+    let final_dir = out.join("vehicle").join("sim_seed41");
+    assert!(
+        !final_dir.exists(),
+        "a failed sequence leaves no folder under its final name"
+    );
+}
+
+#[test]
+fn a_missing_detector_file_or_a_bad_key_stops_before_any_output() {
+    let tmp = tempfile::tempdir().unwrap();
+    let det = tmp.path().join("det");
+    std::fs::create_dir_all(&det).unwrap();
+    for f in ["detector.toml", "encoder.onnx"] {
+        std::fs::copy(repo("detectors/centerpoint_pillar_sim").join(f), det.join(f)).unwrap();
+    }
+    let config = tmp.path().join("p.toml");
+    std::fs::write(&config, "[[detectors]]\npath = \"det\"\n").unwrap();
+    let bin = tmp.path().join("000000.bin");
+    std::fs::write(&bin, [0u8; 64]).unwrap();
+    let out = tmp.path().join("out");
+    let e = run(&options(&config, &bin, Platform::Vehicle, &out)).unwrap_err();
+    assert!(matches!(e, PipelineError::DetectorLoad { .. }), "{e}");
+    let text = format!(
+        "{e}: {}",
+        std::error::Error::source(&e).map(|s| s.to_string()).unwrap_or_default()
+    );
+    assert!(text.contains("head.onnx"), "{text}");
+    assert!(!out.exists(), "nothing written before the detectors load");
+
+    std::fs::write(
+        &config,
+        "[[detectors]]\npath = \"det\"\n[fusion.vehicle]\nradius_mm = 2\n",
+    )
+    .unwrap();
+    let e = PipelineConfig::load(&config).unwrap_err().to_string();
+    assert!(e.contains("p.toml") && e.contains("radius_mm"), "{e}");
+}
