@@ -60,7 +60,7 @@ pub enum PipelineError {
         /// The detector folder.
         path: PathBuf,
         /// Why.
-        source: DetectError,
+        source: Box<DetectError>,
     },
     /// A detector failed on a frame.
     #[error("{sequence}: frame {frame}: {source}")]
@@ -70,7 +70,7 @@ pub enum PipelineError {
         /// The frame index.
         frame: i64,
         /// Why.
-        source: DetectError,
+        source: Box<DetectError>,
     },
     /// Fusion failed on a frame.
     #[error("{sequence}: frame {frame}: {source}")]
@@ -227,7 +227,12 @@ pub fn load_detectors(config: &LoadedConfig) -> Result<Vec<Detector>, PipelineEr
         .config
         .detector_dirs(&config.path)
         .into_iter()
-        .map(|dir| Detector::load(&dir).map_err(|source| PipelineError::DetectorLoad { path: dir, source }))
+        .map(|dir| {
+            Detector::load(&dir).map_err(|source| PipelineError::DetectorLoad {
+                path: dir,
+                source: Box::new(source),
+            })
+        })
         .collect()
 }
 

@@ -128,7 +128,7 @@ fn first_pass_frame(
                 let (boxes, timings) = d.detect_timed(&frame.cloud).map_err(|source| PipelineError::Detect {
                     sequence: frame.sequence.clone(),
                     frame: frame_index,
-                    source,
+                    source: Box::new(source),
                 })?;
                 onnx += timings.onnx();
                 all.extend(boxes);

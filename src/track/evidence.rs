@@ -139,6 +139,9 @@ struct Scratch {
 /// around each track end, so a short cache serves nearly every query).
 const CACHED_FRAMES: usize = 8;
 
+/// A frame's points with their grid.
+type GriddedFrame = (Arc<PointCloud>, FrameGrid);
+
 /// The evidence counts of one sequence; a frame's grid is built when first asked for and kept
 /// while it is among the last [`CACHED_FRAMES`] frames used.
 pub(crate) struct Evidence<'a> {
@@ -147,7 +150,7 @@ pub(crate) struct Evidence<'a> {
     /// Where the points come from.
     points: &'a dyn SweepPoints,
     /// Recently used frames: index, points (`None`: the frame has none) and grid.
-    cache: RefCell<VecDeque<(usize, Option<(Arc<PointCloud>, FrameGrid)>)>>,
+    cache: RefCell<VecDeque<(usize, Option<GriddedFrame>)>>,
     /// Candidate buffers reused across queries.
     scratch: RefCell<Scratch>,
 }
