@@ -66,6 +66,22 @@ enum Command {
         #[arg(long, conflicts_with = "from")]
         detections: Option<PathBuf>,
     },
+    /// Measure the pipeline against its ONNX-bound limit on a simulated vehicle log: the whole
+    /// run's wall time, then the detectors' ONNX sessions alone on the same sweeps and threads.
+    Bench {
+        /// Sweeps of the simulated log.
+        #[arg(long, default_value_t = 200)]
+        frames: usize,
+        /// Simulator seed.
+        #[arg(long, default_value_t = 5000)]
+        seed: u64,
+        /// Work folder (the log goes to `OUT/logs/`, the shards to `OUT/shards/`); an existing log is reused.
+        #[arg(long, default_value = "bench-out")]
+        out: PathBuf,
+        /// The pipeline config (default: the repository's `pipelines/demo.toml`).
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
     /// Fuse detections given as JSON lines (docs/pipeline.md) with a pipeline config's fusion
     /// settings; write the fused boxes as JSON lines `eval` reads.
     Fuse {
@@ -228,6 +244,33 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             };
             let summary = boxlayer::pipeline::run(&options).context("run")?;
             print!("{summary}");
+        }
+        Command::Bench {
+            frames,
+            seed,
+            out,
+            config,
+        } => {
+            let config = config.unwrap_or_else(|| PathBuf::from(boxlayer::demo::DEMO_CONFIG));
+            let loaded = boxlayer::pipeline::PipelineConfig::load(&config)?;
+            let logs = out.join("logs");
+            let segment = logs.join(boxlayer::sim::segment_file_name(&boxlayer::sim::default_segment_name(
+                seed,
+            )));
+            let log = if segment.is_file() {
+                segment
+            } else {
+                boxlayer::demo::simulate_log(boxlayer::Platform::Vehicle, frames, seed, &logs)
+                    .context("simulate the bench log")?
+                    .path
+            };
+            let report = boxlayer::pipeline::bench(&boxlayer::pipeline::BenchOptions {
+                config: loaded,
+                log,
+                out: out.join("shards"),
+            })
+            .context("bench")?;
+            print!("{report}");
         }
         Command::Fuse {
             detections,

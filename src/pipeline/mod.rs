@@ -3,6 +3,7 @@
 //! and data manifests to know what to run, opens each log through the source registry, loads the
 //! detectors once for all sequences, and hands each sequence's layer to `shards`.
 
+mod bench;
 mod config;
 mod data_manifest;
 mod detections_jsonl;
@@ -18,6 +19,7 @@ use std::time::Instant;
 use sha2::{Digest, Sha256};
 use thiserror::Error;
 
+pub use bench::{BenchOptions, BenchReport, bench};
 pub use config::{
     ConfigError, DetectorEntry, LayerOrigin, LoadedConfig, MAX_EXTENDS_DEPTH, OutputConfig, PipelineConfig, PointsKept,
     ReviewConfig, RuntimeConfig, SourceConfig, StagesConfig, overlay,
@@ -288,7 +290,7 @@ pub fn run(options: &RunOptions) -> Result<RunSummary, PipelineError> {
     Ok(summary)
 }
 
-fn progress_bar(wanted: bool, len: u64, what: &str) -> Option<indicatif::ProgressBar> {
+pub(crate) fn progress_bar(wanted: bool, len: u64, what: &str) -> Option<indicatif::ProgressBar> {
     if !wanted || !std::io::stderr().is_terminal() {
         return None;
     }
@@ -442,6 +444,7 @@ fn run_one(
         detections,
         frames: options.frames.clone(),
         scratch_dir: Some(&staging),
+        progress: options.progress,
     };
     let layer = run_sequence(&job, Some(writer.points()))?;
     let write_started = Instant::now();

@@ -57,6 +57,8 @@ pub struct SequenceJob<'a> {
     /// Folder for the points scratch file (the sequence's staging folder); `None`: the system's
     /// temporary folder.
     pub scratch_dir: Option<&'a std::path::Path>,
+    /// Show a progress bar of the per-frame pass (only on a terminal; log lines otherwise).
+    pub progress: bool,
 }
 
 /// What one sequence produced, before it is written.
@@ -291,7 +293,11 @@ pub fn run_sequence(job: &SequenceJob, mut points: Option<&mut PointsWriter>) ->
     let pass_started = Instant::now();
     let mut contexts: Vec<FrameContext> = Vec::with_capacity(positions.len());
     let mut times = StageTimes::default();
+    let bar = super::progress_bar(job.progress, positions.len() as u64, &format!("frames of {name}"));
     for window in positions.chunks(config.runtime.window_frames) {
+        if let Some(bar) = &bar {
+            bar.inc(window.len() as u64);
+        }
         let results: Vec<Result<FrameResult, PipelineError>> = window
             .par_iter()
             .map(|&p| first_pass_frame(source, p, &job.detections, &fuser))
@@ -339,7 +345,16 @@ pub fn run_sequence(job: &SequenceJob, mut points: Option<&mut PointsWriter>) ->
         }
     }
     scratch.seal().map_err(scratch_io)?;
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
     times.per_frame_s = pass_started.elapsed().as_secs_f64();
+    tracing::info!(
+        "{name}: {} frames read, detected and fused in {:.1} s ({} skipped)",
+        contexts.len(),
+        times.per_frame_s,
+        layer.errors.len()
+    );
 
     // ---- pass 2: tracking (or the source's labels) ---------------------------------------
     let pass_started = Instant::now();
@@ -351,6 +366,11 @@ pub fn run_sequence(job: &SequenceJob, mut points: Option<&mut PointsWriter>) ->
         LayerOrigin::Labels => Consolidation::default(),
     };
     times.track_s = pass_started.elapsed().as_secs_f64();
+    tracing::info!(
+        "{name}: {} tracks in {:.2} s",
+        consolidation.tracks.len(),
+        times.track_s
+    );
 
     // ---- pass 3: box rows ----------------------------------------------------------------
     let pass_started = Instant::now();
