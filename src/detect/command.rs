@@ -36,8 +36,8 @@ pub fn detect_file(detector_dir: &Path, file: &Path, frame: usize) -> Result<Det
         }
         _ => detector_dir,
     };
-    let detector = Detector::load(detector_dir)?;
     let cloud = source.frame(frame)?.cloud;
+    let detector = Detector::load(detector_dir)?;
     let (detections, timings) = detector.detect_timed(&cloud)?;
     Ok(DetectReport {
         detector: detector.name().to_string(),

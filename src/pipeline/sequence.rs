@@ -853,9 +853,13 @@ mod tests {
     fn velocities_are_central_differences_in_the_world_frame() {
         let b = |x: f64| Box3::new(x, 2.0 * x, 0.0, 1.0, 1.0, 1.0, 0.0);
         let v = track_velocities(&[(0, b(0.0), 0), (1, b(1.0), 100_000), (2, b(3.0), 200_000)]);
-        assert_eq!(v[0], Some([10.0, 20.0, 0.0]));
-        assert_eq!(v[1], Some([15.0, 30.0, 0.0]));
-        assert_eq!(v[2], Some([20.0, 40.0, 0.0]));
+        let expected = [[10.0, 20.0, 0.0], [15.0, 30.0, 0.0], [20.0, 40.0, 0.0]];
+        for (got, want) in v.iter().zip(expected) {
+            let got = got.unwrap();
+            for k in 0..3 {
+                approx::assert_abs_diff_eq!(got[k], want[k], epsilon = 1e-9);
+            }
+        }
         assert_eq!(track_velocities(&[(0, b(0.0), 0)]), vec![None]);
     }
 
