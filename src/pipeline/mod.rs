@@ -26,7 +26,7 @@ pub use config::{
 };
 pub use data_manifest::{DataManifest, ManifestError, SequenceEntry, Split};
 pub use detections_jsonl::{fuse_detections_file, read_detections_jsonl};
-pub use score::{ClassAp, LayerScores, class_ap, label_truth, score_layer};
+pub use score::{ClassAp, LayerScores, class_ap, label_truth, score_layer, visible_truth};
 pub use sequence::{DetectionsFrom, SequenceJob, SequenceLayer, run_sequence, track_input};
 
 use crate::boxes::Detection;
@@ -458,7 +458,18 @@ fn run_one(
         None if layer.labels.iter().any(|l| !l.is_empty()) => Some(label_truth(&layer, &p.name, p.platform)),
         None => None,
     };
-    let scores = match truth {
+    // Scored against what the detectors could see: objects with returns inside their range
+    // (from the config's detector manifests, so a `--from` run scores the same way).
+    let reach = config
+        .detector_dirs(&options.config.path)
+        .iter()
+        .filter_map(|dir| crate::detect::DetectorManifest::load(dir).ok())
+        .map(|m| {
+            let r = m.pillars.point_cloud_range;
+            [r[0], r[1], r[3], r[4]].into_iter().fold(0.0f64, |a, b| a.max(b.abs()))
+        })
+        .reduce(f64::max);
+    let scores = match truth.map(|t| visible_truth(&t, reach)) {
         Some(truth) if config.origin == LayerOrigin::Detect => Some(
             score_layer(&truth, &layer, &p.name, p.platform, &config.fusion)
                 .map_err(|e| PipelineError::Config(e.to_string()))?,

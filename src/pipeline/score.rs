@@ -96,6 +96,18 @@ pub fn label_truth(layer: &SequenceLayer, sequence: &str, platform: Platform) ->
         .collect()
 }
 
+/// The ground truth a layer is scored against: objects with at least one LiDAR return (when the
+/// truth counts them) whose centre lies within `max_abs_xy_m` of the sensor in x and y (the
+/// detectors' range; `None`: no limit), as the bundled detectors' model cards count them.
+pub fn visible_truth(truth: &[EvalBox], max_abs_xy_m: Option<f64>) -> Vec<EvalBox> {
+    truth
+        .iter()
+        .filter(|b| b.num_points.is_none_or(|n| n >= 1))
+        .filter(|b| max_abs_xy_m.is_none_or(|r| b.bbox.x.abs() < r && b.bbox.y.abs() < r))
+        .cloned()
+        .collect()
+}
+
 /// BEV AP R40: vehicles at 0.7, pedestrians and cyclists at 0.5 (strict `>`).
 pub fn class_ap(truth: &[EvalBox], predicted: &[EvalBox]) -> ClassAp {
     let config = DetectionConfig::bev_only(

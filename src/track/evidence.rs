@@ -135,9 +135,11 @@ struct Scratch {
     mask: Vec<bool>,
 }
 
-/// Frames whose points and grid are kept between queries (the refinement walks a few frames
-/// around each track end, so a short cache serves nearly every query).
-const CACHED_FRAMES: usize = 8;
+/// Frames whose points and grid are kept between queries. The refinement asks about the frames
+/// around each track's ends, track after track, so the queries jump about the sequence: on a
+/// 200-frame simulated Waymo sequence (246 tracks) 8 cached frames cost 6.4 s of rebuilt grids,
+/// 64 cost 3.3 s, the whole sequence 0.8 s. 64 Waymo-size sweeps hold about 160 MB.
+const CACHED_FRAMES: usize = 64;
 
 /// A frame's points with their grid.
 type GriddedFrame = (Arc<PointCloud>, FrameGrid);
