@@ -573,18 +573,19 @@ fn main() -> anyhow::Result<()> {
                 let o = tuned_config.platforms.of_mut(platform);
                 for class in CLASSES {
                     let t = config.class(class);
-                    let c = o.class_mut(class);
-                    c.radius_m = Some(t.radius_m);
-                    c.min_votes = Some(t.min_votes);
-                    c.centre_bandwidth = Some(t.centre_bandwidth);
-                    c.centre_estimate = Some(t.centre_estimate);
-                    c.yaw_estimate = Some(t.yaw_estimate);
-                    c.yaw_bandwidth = Some(t.yaw_bandwidth);
-                    c.weighted_sizes = Some(t.weighted_sizes);
-                    c.nms_iou = Some(t.nms_iou);
-                    c.score_by_detector_share = Some(t.score_by_detector_share);
-                    c.agreement_sigma_m = Some(t.agreement_sigma_m);
-                    c.detector_weights = Some(t.detector_weights.clone());
+                    let mut table = toml::Table::new();
+                    table.insert("radius_m".into(), t.radius_m.into());
+                    table.insert("min_votes".into(), i64::from(t.min_votes).into());
+                    table.insert("centre_bandwidth".into(), toml::Value::try_from(t.centre_bandwidth)?);
+                    table.insert("centre_estimate".into(), toml::Value::try_from(t.centre_estimate)?);
+                    table.insert("yaw_estimate".into(), toml::Value::try_from(t.yaw_estimate)?);
+                    table.insert("yaw_bandwidth".into(), toml::Value::try_from(t.yaw_bandwidth)?);
+                    table.insert("weighted_sizes".into(), t.weighted_sizes.into());
+                    table.insert("nms_iou".into(), t.nms_iou.into());
+                    table.insert("score_by_detector_share".into(), t.score_by_detector_share.into());
+                    table.insert("agreement_sigma_m".into(), t.agreement_sigma_m.into());
+                    table.insert("detector_weights".into(), toml::Value::try_from(&t.detector_weights)?);
+                    o.insert(class.as_str().into(), toml::Value::Table(table));
                 }
             }
             eprintln!("{platform}: {label} done ({:.0} s)", started.elapsed().as_secs_f64());

@@ -79,7 +79,13 @@ mod tests {
             },
         };
         let changed = overlaid(&base, toml::from_str("[inner]\na = 2.0\n").unwrap()).unwrap();
-        assert_eq!(changed.inner, Inner { a: 2.0, b: Some("keep".into()) });
+        assert_eq!(
+            changed.inner,
+            Inner {
+                a: 2.0,
+                b: Some("keep".into())
+            }
+        );
         assert_eq!(changed.x, 1);
         let e = overlaid(&base, toml::from_str("[inner]\nc = 2.0\n").unwrap()).unwrap_err();
         assert!(e.contains("unknown field `c`"), "{e}");

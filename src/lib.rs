@@ -10,6 +10,7 @@ pub mod atomic_file;
 pub mod boxes;
 pub mod camera;
 pub mod cloud;
+pub mod config_overlay;
 pub mod demo;
 pub mod detect;
 pub mod eval;

@@ -231,12 +231,9 @@ pub struct FusionConfig {
 }
 
 /// Reads a class table as changes to that class's own defaults, so `[pedestrian] radius_m = 0.4`
-/// keeps every other pedestrian default.
+/// keeps every other pedestrian default (`config_overlay`).
 fn deserialize_class<'de, D: Deserializer<'de>>(d: D, class: ObjectClass) -> Result<ClassFusionConfig, D::Error> {
-    let changes = ClassOverride::deserialize(d)?;
-    let mut config = ClassFusionConfig::default_for(class);
-    changes.apply(&mut config);
-    Ok(config)
+    crate::config_overlay::deserialize_over(ClassFusionConfig::default_for(class), d)
 }
 fn deserialize_vehicle<'de, D: Deserializer<'de>>(d: D) -> Result<ClassFusionConfig, D::Error> {
     deserialize_class(d, ObjectClass::Vehicle)
@@ -298,25 +295,24 @@ impl FusionConfig {
         }
     }
 
-    /// The configuration in force on `platform`: this one with that platform's overrides applied
-    /// and no overrides left.
-    pub fn for_platform(&self, platform: Platform) -> FusionConfig {
-        let mut resolved = self.clone();
-        resolved.platforms = PlatformOverrides::default();
-        let o = self.platforms.of(platform);
-        if let Some(method) = o.method {
-            resolved.method = method;
+    /// The configuration in force on `platform`: this one with that platform's table laid over it
+    /// key by key (`config_overlay`) and no overrides left. An override naming an unknown key or
+    /// holding a value of the wrong type is [`FuseError::Override`].
+    pub fn for_platform(&self, platform: Platform) -> Result<FusionConfig, FuseError> {
+        let mut base = self.clone();
+        base.platforms = PlatformOverrides::default();
+        let table = self.platforms.of(platform);
+        if table.is_empty() {
+            return Ok(base);
         }
-        for class in ObjectClass::ALL {
-            o.class(class).apply(resolved.class_mut(class));
-        }
-        resolved
+        crate::config_overlay::overlaid(&base, toml::Value::Table(table.clone()))
+            .map_err(|reason| FuseError::Override { platform, reason })
     }
 
     /// Checks every class table, and every platform's resolved tables.
     pub fn validate(&self) -> Result<(), FuseError> {
         for platform in Platform::ALL {
-            let resolved = self.for_platform(platform);
+            let resolved = self.for_platform(platform)?;
             for class in ObjectClass::ALL {
                 resolved
                     .class(class)
@@ -328,23 +324,24 @@ impl FusionConfig {
     }
 }
 
-/// Overrides per platform.
+/// Overrides per platform: each a partial `FusionConfig` table (`method`, class tables with any
+/// of their fields) laid over the resolved config for that platform's sequences.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct PlatformOverrides {
     /// Overrides for vehicle (Waymo) sweeps; default none.
-    pub vehicle: FusionOverride,
+    pub vehicle: toml::Table,
     /// Overrides for drone sweeps; default none.
-    pub drone: FusionOverride,
+    pub drone: toml::Table,
     /// Overrides for quadruped sweeps; default none.
-    pub quadruped: FusionOverride,
+    pub quadruped: toml::Table,
     /// Overrides for other platforms; default none.
-    pub other: FusionOverride,
+    pub other: toml::Table,
 }
 
 impl PlatformOverrides {
     /// The overrides of one platform.
-    pub fn of(&self, platform: Platform) -> &FusionOverride {
+    pub fn of(&self, platform: Platform) -> &toml::Table {
         match platform {
             Platform::Vehicle => &self.vehicle,
             Platform::Drone => &self.drone,
@@ -354,131 +351,12 @@ impl PlatformOverrides {
     }
 
     /// The overrides of one platform, mutably.
-    pub fn of_mut(&mut self, platform: Platform) -> &mut FusionOverride {
+    pub fn of_mut(&mut self, platform: Platform) -> &mut toml::Table {
         match platform {
             Platform::Vehicle => &mut self.vehicle,
             Platform::Drone => &mut self.drone,
             Platform::Quadruped => &mut self.quadruped,
             Platform::Other => &mut self.other,
-        }
-    }
-}
-
-/// What one platform changes; every field unset by default.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct FusionOverride {
-    /// Replaces the method; default unset.
-    pub method: Option<FusionMethod>,
-    /// Vehicle changes; default none.
-    pub vehicle: ClassOverride,
-    /// Pedestrian changes; default none.
-    pub pedestrian: ClassOverride,
-    /// Cyclist changes; default none.
-    pub cyclist: ClassOverride,
-    /// Unknown-class changes; default none.
-    pub unknown: ClassOverride,
-}
-
-impl FusionOverride {
-    /// The changes to one class.
-    pub fn class(&self, class: ObjectClass) -> &ClassOverride {
-        match class {
-            ObjectClass::Vehicle => &self.vehicle,
-            ObjectClass::Pedestrian => &self.pedestrian,
-            ObjectClass::Cyclist => &self.cyclist,
-            ObjectClass::Unknown => &self.unknown,
-        }
-    }
-
-    /// The changes to one class, mutably.
-    pub fn class_mut(&mut self, class: ObjectClass) -> &mut ClassOverride {
-        match class {
-            ObjectClass::Vehicle => &mut self.vehicle,
-            ObjectClass::Pedestrian => &mut self.pedestrian,
-            ObjectClass::Cyclist => &mut self.cyclist,
-            ObjectClass::Unknown => &mut self.unknown,
-        }
-    }
-}
-
-/// Per-field replacements of a [`ClassFusionConfig`]; each field's meaning and unit are those of
-/// the field of the same name there; unset fields keep the base value.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct ClassOverride {
-    /// Replaces `enabled`; default unset.
-    pub enabled: Option<bool>,
-    /// Replaces `score_threshold`; default unset.
-    pub score_threshold: Option<f64>,
-    /// Replaces `radius_m` (m); default unset.
-    pub radius_m: Option<f64>,
-    /// Replaces `min_votes`; default unset.
-    pub min_votes: Option<u32>,
-    /// Replaces `nms_iou`; default unset.
-    pub nms_iou: Option<f64>,
-    /// Replaces the whole `detector_weights` table; default unset.
-    pub detector_weights: Option<BTreeMap<String, f64>>,
-    /// Replaces `centre_bandwidth`; default unset.
-    pub centre_bandwidth: Option<Bandwidth>,
-    /// Replaces `centre_estimate`; default unset.
-    pub centre_estimate: Option<CentreEstimate>,
-    /// Replaces `size_bandwidth`; default unset.
-    pub size_bandwidth: Option<Bandwidth>,
-    /// Replaces `yaw_bandwidth`; default unset.
-    pub yaw_bandwidth: Option<Bandwidth>,
-    /// Replaces `yaw_estimate`; default unset.
-    pub yaw_estimate: Option<YawEstimate>,
-    /// Replaces `score_bandwidth`; default unset.
-    pub score_bandwidth: Option<Bandwidth>,
-    /// Replaces `weighted_sizes`; default unset.
-    pub weighted_sizes: Option<bool>,
-    /// Replaces `centre_min_variance_m2` (m²); default unset.
-    pub centre_min_variance_m2: Option<f64>,
-    /// Replaces `score_by_detector_share`; default unset.
-    pub score_by_detector_share: Option<bool>,
-    /// Replaces `agreement_sigma_m` (m); default unset.
-    pub agreement_sigma_m: Option<f64>,
-    /// Replaces `wbf_iou`; default unset.
-    pub wbf_iou: Option<f64>,
-    /// Replaces `union_nms_iou`; default unset.
-    pub union_nms_iou: Option<f64>,
-    /// Replaces `single_detector`; default unset.
-    pub single_detector: Option<String>,
-}
-
-impl ClassOverride {
-    /// Writes every set field into `base`.
-    pub fn apply(&self, base: &mut ClassFusionConfig) {
-        macro_rules! set {
-            ($($field:ident),*) => {$(
-                if let Some(v) = &self.$field {
-                    base.$field = v.clone();
-                }
-            )*};
-        }
-        set!(
-            enabled,
-            score_threshold,
-            radius_m,
-            min_votes,
-            nms_iou,
-            detector_weights,
-            centre_bandwidth,
-            centre_estimate,
-            size_bandwidth,
-            yaw_bandwidth,
-            yaw_estimate,
-            score_bandwidth,
-            weighted_sizes,
-            centre_min_variance_m2,
-            score_by_detector_share,
-            agreement_sigma_m,
-            wbf_iou,
-            union_nms_iou
-        );
-        if let Some(name) = &self.single_detector {
-            base.single_detector = Some(name.clone());
         }
     }
 }
@@ -533,14 +411,14 @@ yaw_estimate = "peak"
         assert_eq!(c.cyclist.radius_m, 0.2);
         assert_eq!(c.pedestrian.detector_weight("centerpoint"), 2.0);
         assert_eq!(c.pedestrian.detector_weight("other"), 1.0);
-        let drone = c.for_platform(Platform::Drone);
+        let drone = c.for_platform(Platform::Drone).unwrap();
         assert_eq!(drone.method, FusionMethod::Wbf);
         assert_eq!(drone.pedestrian.radius_m, 0.6);
         assert_eq!(drone.pedestrian.centre_bandwidth, Bandwidth::Absolute(0.2));
         assert_eq!(drone.pedestrian.yaw_estimate, YawEstimate::Peak);
         assert_eq!(drone.vehicle.yaw_estimate, YawEstimate::Member);
         assert_eq!(drone.pedestrian.detector_weight("centerpoint"), 2.0);
-        let car = c.for_platform(Platform::Vehicle);
+        let car = c.for_platform(Platform::Vehicle).unwrap();
         assert_eq!(car.method, FusionMethod::Kbf);
         assert_eq!(car.pedestrian.radius_m, 0.4);
         // Round trip.
@@ -553,12 +431,16 @@ yaw_estimate = "peak"
     #[test]
     fn validation_names_class_field_and_platform() {
         let mut c = FusionConfig::default();
-        c.platforms.quadruped.cyclist.radius_m = Some(-1.0);
+        c.platforms.quadruped = toml::from_str("[cyclist]\nradius_m = -1.0\n").unwrap();
         let err = c.validate().unwrap_err().to_string();
         assert!(
             err.contains("quadruped") && err.contains("cyclist") && err.contains("radius_m"),
             "{err}"
         );
+        let mut c = FusionConfig::default();
+        c.platforms.drone = toml::from_str("[cyclist]\nradius = 1.0\n").unwrap();
+        let err = c.validate().unwrap_err().to_string();
+        assert!(err.contains("drone") && err.contains("radius"), "{err}");
         let mut c = FusionConfig::default();
         c.vehicle.detector_weights.insert("a".into(), f64::NAN);
         assert!(c.validate().is_err());

@@ -39,7 +39,7 @@ impl Fuser {
     pub fn new(config: &FusionConfig, platform: Platform) -> Result<Self, FuseError> {
         config.validate()?;
         Ok(Self {
-            config: config.for_platform(platform),
+            config: config.for_platform(platform)?,
             platform,
         })
     }

@@ -16,10 +16,7 @@ use thiserror::Error;
 use crate::frame::{ObjectClass, Platform};
 
 pub use cluster::radius_clusters;
-pub use config::{
-    CentreEstimate, ClassFusionConfig, ClassOverride, FusionConfig, FusionMethod, FusionOverride, PlatformOverrides,
-    YawEstimate,
-};
+pub use config::{CentreEstimate, ClassFusionConfig, FusionConfig, FusionMethod, PlatformOverrides, YawEstimate};
 pub use fuser::{Fuser, fuse_boxes};
 pub use kbf::{KbfMember, fuse_cluster};
 pub use kde::{
@@ -53,6 +50,14 @@ pub enum FuseError {
         /// Its detector's name.
         detector: String,
         /// What is wrong.
+        reason: String,
+    },
+    /// A platform's override table does not fit the fusion config (unknown key, wrong type).
+    #[error("fusion config: platform `{platform}`: {reason}")]
+    Override {
+        /// The platform whose table is wrong.
+        platform: Platform,
+        /// The parser's message.
         reason: String,
     },
     /// The spatial index over box centres could not be built.

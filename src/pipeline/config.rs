@@ -273,23 +273,6 @@ pub struct LoadedConfig {
     pub resolved_toml: String,
 }
 
-/// Lays `over` onto `base`: tables merge key by key (recursively), any other value replaces.
-pub fn overlay(base: &mut toml::Value, over: toml::Value) {
-    match (base, over) {
-        (toml::Value::Table(b), toml::Value::Table(o)) => {
-            for (k, v) in o {
-                match b.get_mut(&k) {
-                    Some(existing) => overlay(existing, v),
-                    None => {
-                        b.insert(k, v);
-                    }
-                }
-            }
-        }
-        (b, o) => *b = o,
-    }
-}
-
 fn read_table(path: &Path, depth: usize) -> Result<toml::Value, ConfigError> {
     if depth > MAX_EXTENDS_DEPTH {
         return Err(ConfigError::ExtendsDepth { path: path.into() });
@@ -324,7 +307,7 @@ fn read_table(path: &Path, depth: usize) -> Result<toml::Value, ConfigError> {
         base_path.parent().unwrap_or(Path::new(".")),
         path.parent().unwrap_or(Path::new(".")),
     );
-    overlay(&mut base, value);
+    crate::config_overlay::overlay(&mut base, value);
     Ok(base)
 }
 
@@ -511,15 +494,6 @@ impl PipelineConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn overlay_merges_tables_key_by_key() {
-        let mut base: toml::Value = toml::from_str("a = 1\n[t]\nx = 1\ny = 2\n[t.u]\nz = 3\n").unwrap();
-        let over: toml::Value = toml::from_str("b = 2\n[t]\ny = 5\n[t.u]\nw = 4\n").unwrap();
-        overlay(&mut base, over);
-        let expected: toml::Value = toml::from_str("a = 1\nb = 2\n[t]\nx = 1\ny = 5\n[t.u]\nz = 3\nw = 4\n").unwrap();
-        assert_eq!(base, expected);
-    }
 
     #[test]
     fn errors_name_the_file_and_key() {

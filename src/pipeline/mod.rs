@@ -22,7 +22,7 @@ use thiserror::Error;
 pub use bench::{BenchOptions, BenchReport, bench};
 pub use config::{
     ConfigError, DetectorEntry, LayerOrigin, LoadedConfig, MAX_EXTENDS_DEPTH, OutputConfig, PipelineConfig, PointsKept,
-    ReviewConfig, RuntimeConfig, SourceConfig, StagesConfig, overlay,
+    ReviewConfig, RuntimeConfig, SourceConfig, StagesConfig,
 };
 pub use data_manifest::{DataManifest, ManifestError, SequenceEntry, Split};
 pub use detections_jsonl::{fuse_detections_file, read_detections_jsonl};

@@ -3,7 +3,7 @@
 //! AB3DMOT-style baseline is a named preset built from them. A partial table in a file
 //! overrides only the fields it names, on top of that class's and platform's defaults.
 
-use serde::de::{DeserializeOwned, Deserializer, Error as _};
+use serde::de::{DeserializeOwned, Deserializer};
 use serde::{Deserialize, Serialize};
 
 use super::TrackError;
@@ -375,35 +375,15 @@ impl TrackConfig {
     }
 }
 
-/// Recursively writes `overrides` onto `base`: tables merge key by key, anything else replaces.
-fn merge_values(base: &mut serde_json::Value, overrides: serde_json::Value) {
-    match (base, overrides) {
-        (serde_json::Value::Object(b), serde_json::Value::Object(o)) => {
-            for (k, v) in o {
-                match b.get_mut(&k) {
-                    Some(slot) => merge_values(slot, v),
-                    None => {
-                        b.insert(k, v);
-                    }
-                }
-            }
-        }
-        (slot, v) => *slot = v,
-    }
-}
-
-/// Deserializes a partial table as overrides of `base`, so a table that sets one field keeps
-/// the other defaults of its own class or platform (not the generic `Default` of its type);
-/// unknown keys are still rejected by the target type.
+/// Deserializes a partial table as overrides of `base` (`config_overlay`), so a table that sets
+/// one field keeps the other defaults of its own class or platform (not the generic `Default` of
+/// its type); unknown keys are still rejected by the target type.
 fn overlay<'de, T, D>(base: T, deserializer: D) -> Result<T, D::Error>
 where
     T: Serialize + DeserializeOwned,
     D: Deserializer<'de>,
 {
-    let overrides = serde_json::Value::deserialize(deserializer)?;
-    let mut value = serde_json::to_value(base).map_err(D::Error::custom)?;
-    merge_values(&mut value, overrides);
-    serde_json::from_value(value).map_err(D::Error::custom)
+    crate::config_overlay::deserialize_over(base, deserializer)
 }
 
 fn vehicle_overrides<'de, D: Deserializer<'de>>(d: D) -> Result<ClassTrackConfig, D::Error> {
