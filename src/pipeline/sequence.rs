@@ -251,6 +251,72 @@ struct FrameContext {
     world_from_sensor: Isometry3<f64>,
 }
 
+/// What pass 1 keeps and writes, window by window, in frame order.
+struct FirstPassState<'a, 'w> {
+    name: &'a str,
+    config: &'a PipelineConfig,
+    points: Option<&'w mut PointsWriter>,
+    scratch: &'a mut ScratchPoints,
+    scratch_path: &'a std::path::Path,
+    layer: &'a mut SequenceLayer,
+    contexts: Vec<FrameContext>,
+    times: StageTimes,
+}
+
+impl FirstPassState<'_, '_> {
+    /// Keeps one window's frames: errors under the `skip` policy become manifest entries, good
+    /// frames their rows, points and scratch copy.
+    fn keep(&mut self, window: Vec<(Result<FrameResult, PipelineError>, usize)>) -> Result<(), PipelineError> {
+        let config = self.config;
+        for (result, position) in window {
+            let mut r = match result {
+                Ok(r) => r,
+                Err(PipelineError::Source(e)) if config.source.on_corrupt == OnCorrupt::Skip => {
+                    tracing::warn!("{}: frame at position {position} skipped: {e}", self.name);
+                    self.layer.errors.push(FrameError {
+                        frame_index: None,
+                        location: format!("readable frame {position}"),
+                        detail: e.to_string(),
+                    });
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            let times = &mut self.times;
+            times.read_cpu_s += r.read.as_secs_f64();
+            times.detect_cpu_s += r.detect.as_secs_f64();
+            times.onnx_cpu_s += r.onnx.as_secs_f64();
+            times.fuse_cpu_s += r.fuse.as_secs_f64();
+            self.layer.points_read += r.cloud.len() as u64;
+            if let Some(writer) = self.points.as_deref_mut()
+                && let Some(kept) = kept_points(
+                    config.outputs.points,
+                    config.outputs.points_every,
+                    r.row.frame_index,
+                    &r.cloud,
+                    &r.cameras,
+                )
+            {
+                r.row.num_points_kept = kept.x.len() as i64;
+                r.row.points_file = Some(writer.write(&kept)?);
+            }
+            self.scratch.push(&r.cloud).map_err(|source| PipelineError::Io {
+                path: self.scratch_path.to_path_buf(),
+                source,
+            })?;
+            push_detection_rows(&mut self.layer.detections, &r);
+            self.layer.fused.push(r.fused);
+            self.layer.labels.push(r.labels);
+            self.contexts.push(FrameContext {
+                row: r.row,
+                cameras: r.cameras,
+                world_from_sensor: r.world_from_sensor,
+            });
+        }
+        Ok(())
+    }
+}
+
 /// Runs the three passes over one sequence. `points` receives the kept points, frame by frame
 /// in order (a shard folder's points writer); `None` keeps none.
 pub fn run_sequence(job: &SequenceJob, mut points: Option<&mut PointsWriter>) -> Result<SequenceLayer, PipelineError> {
@@ -284,67 +350,54 @@ pub fn run_sequence(job: &SequenceJob, mut points: Option<&mut PointsWriter>) ->
         path: scratch_path.clone(),
         source,
     })?;
-    let scratch_io = |source| PipelineError::Io {
-        path: scratch_path.clone(),
-        source,
-    };
 
     // ---- pass 1: read → detect → fuse, in parallel windows --------------------------------
+    // Window k's rows and points are written while window k + 1 is read and detected
+    // (`rayon::join`), so the sequential Parquet writing does not leave the other threads idle.
     let pass_started = Instant::now();
-    let mut contexts: Vec<FrameContext> = Vec::with_capacity(positions.len());
-    let mut times = StageTimes::default();
+    let mut state = FirstPassState {
+        name: &name,
+        config,
+        points: points.as_deref_mut(),
+        scratch: &mut scratch,
+        scratch_path: &scratch_path,
+        layer: &mut layer,
+        contexts: Vec::with_capacity(positions.len()),
+        times: StageTimes::default(),
+    };
     let bar = super::progress_bar(job.progress, positions.len() as u64, &format!("frames of {name}"));
-    for window in positions.chunks(config.runtime.window_frames) {
-        if let Some(bar) = &bar {
-            bar.inc(window.len() as u64);
+    let mut windows = positions.chunks(config.runtime.window_frames);
+    let mut pending: Option<Vec<(Result<FrameResult, PipelineError>, usize)>> = None;
+    loop {
+        let window = windows.next();
+        if window.is_none() && pending.is_none() {
+            break;
         }
-        let results: Vec<Result<FrameResult, PipelineError>> = window
-            .par_iter()
-            .map(|&p| first_pass_frame(source, p, &job.detections, &fuser))
-            .collect();
-        for (result, &position) in results.into_iter().zip(window) {
-            let mut r = match result {
-                Ok(r) => r,
-                Err(PipelineError::Source(e)) if config.source.on_corrupt == OnCorrupt::Skip => {
-                    tracing::warn!("{name}: frame at position {position} skipped: {e}");
-                    layer.errors.push(FrameError {
-                        frame_index: None,
-                        location: format!("readable frame {position}"),
-                        detail: e.to_string(),
-                    });
-                    continue;
-                }
-                Err(e) => return Err(e),
-            };
-            times.read_cpu_s += r.read.as_secs_f64();
-            times.detect_cpu_s += r.detect.as_secs_f64();
-            times.onnx_cpu_s += r.onnx.as_secs_f64();
-            times.fuse_cpu_s += r.fuse.as_secs_f64();
-            layer.points_read += r.cloud.len() as u64;
-            if let Some(writer) = points.as_deref_mut()
-                && let Some(kept) = kept_points(
-                    config.outputs.points,
-                    config.outputs.points_every,
-                    r.row.frame_index,
-                    &r.cloud,
-                    &r.cameras,
-                )
-            {
-                r.row.num_points_kept = kept.x.len() as i64;
-                r.row.points_file = Some(writer.write(&kept)?);
-            }
-            scratch.push(&r.cloud).map_err(scratch_io)?;
-            push_detection_rows(&mut layer.detections, &r);
-            layer.fused.push(r.fused);
-            layer.labels.push(r.labels);
-            contexts.push(FrameContext {
-                row: r.row,
-                cameras: r.cameras,
-                world_from_sensor: r.world_from_sensor,
-            });
+        let (computed, written) = rayon::join(
+            || {
+                window.map(|w| {
+                    w.par_iter()
+                        .map(|&p| (first_pass_frame(source, p, &job.detections, &fuser), p))
+                        .collect::<Vec<_>>()
+                })
+            },
+            || pending.take().map_or(Ok(()), |done| state.keep(done)),
+        );
+        written?;
+        if let (Some(bar), Some(w)) = (&bar, window) {
+            bar.inc(w.len() as u64);
         }
+        pending = computed;
     }
-    scratch.seal().map_err(scratch_io)?;
+    let FirstPassState {
+        mut contexts,
+        mut times,
+        ..
+    } = state;
+    scratch.seal().map_err(|source| PipelineError::Io {
+        path: scratch_path.clone(),
+        source,
+    })?;
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
