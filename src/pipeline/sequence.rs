@@ -319,7 +319,7 @@ impl FirstPassState<'_, '_> {
 
 /// Runs the three passes over one sequence. `points` receives the kept points, frame by frame
 /// in order (a shard folder's points writer); `None` keeps none.
-pub fn run_sequence(job: &SequenceJob, mut points: Option<&mut PointsWriter>) -> Result<SequenceLayer, PipelineError> {
+pub fn run_sequence(job: &SequenceJob, points: Option<&mut PointsWriter>) -> Result<SequenceLayer, PipelineError> {
     let total_started = Instant::now();
     let config = job.config;
     let source = job.source;
@@ -358,7 +358,7 @@ pub fn run_sequence(job: &SequenceJob, mut points: Option<&mut PointsWriter>) ->
     let mut state = FirstPassState {
         name: &name,
         config,
-        points: points.as_deref_mut(),
+        points,
         scratch: &mut scratch,
         scratch_path: &scratch_path,
         layer: &mut layer,
