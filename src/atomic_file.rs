@@ -48,7 +48,10 @@ impl AtomicFile {
 
     /// Flushes, syncs and renames the file into place.
     pub fn commit(mut self) -> io::Result<()> {
-        let writer = self.writer.take().ok_or_else(|| io::Error::other("atomic file already closed"))?;
+        let writer = self
+            .writer
+            .take()
+            .ok_or_else(|| io::Error::other("atomic file already closed"))?;
         let file = writer.into_inner().map_err(|e| e.into_error())?;
         file.sync_all()?;
         drop(file);
