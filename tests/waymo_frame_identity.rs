@@ -35,7 +35,6 @@ fn frame(context: &str, timestamp_micros: i64, x: f64) -> Vec<u8> {
                 width: Some(2.0),
                 height: Some(1.5),
                 heading: Some(0.0),
-                ..Default::default()
             }),
             r#type: Some(1),
             id: Some(format!("car-{timestamp_micros}")),
