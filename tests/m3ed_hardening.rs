@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
-use std::sync::OnceLock;
+use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
 
 use boxlayer::frame::Platform;
 use boxlayer::sim::{SimConfig, simulate_m3ed};
@@ -31,6 +31,15 @@ fn pristine() -> (&'static Path, &'static Path) {
         (summary.data_path, summary.pose_path)
     });
     (data, pose)
+}
+
+/// Serialises the tests of this file: libhdf5 1.10 `flock`s every file it opens, and a child
+/// process spawned by the mutant loop while another test holds a file open inherits that lock
+/// and makes the test's next open fail with `EAGAIN`.
+static HDF5_FILES: Mutex<()> = Mutex::new(());
+
+fn serialised() -> MutexGuard<'static, ()> {
+    HDF5_FILES.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// A copy of the sequence (data and pose file) in a fresh folder; returns (folder, data, pose).
@@ -93,6 +102,7 @@ fn replace_string(path: &Path, name: &str, text: &str) {
 
 #[test]
 fn the_pristine_sequence_opens() {
+    let _lock = serialised();
     let (_dir, data, _) = copy();
     let source = open(&data).unwrap();
     assert_eq!(source.len(), SWEEPS);
@@ -105,6 +115,7 @@ fn the_pristine_sequence_opens() {
 /// Issue 18: a dataspace of 2.85 G rows grew the process by 11 GB; 10¹⁰-byte reads aborted.
 #[test]
 fn a_dataspace_of_billions_of_rows_is_refused_before_reading() {
+    let _lock = serialised();
     for name in ["ouster/ts_start", "ouster/ts_end", "ovc/imu/ts"] {
         let (_dir, data, _) = copy();
         replace_with_huge::<i64>(&data, name, &[2_850_000_000]);
@@ -126,6 +137,7 @@ fn a_dataspace_of_billions_of_rows_is_refused_before_reading() {
 /// Issue 18: int16 packet bytes were converted into empty sweeps without a word.
 #[test]
 fn int16_packet_data_is_refused() {
+    let _lock = serialised();
     let (_dir, data, _) = copy();
     let shape = {
         let file = hdf5::File::open(&data).unwrap();
@@ -162,6 +174,7 @@ fn metadata_in_file(data: &Path) -> (Vec<u8>, usize, usize) {
 /// segfault or loop forever in `H5HG_read`. The string is now read and bounds-checked here.
 #[test]
 fn a_damaged_metadata_heap_is_a_clear_error() {
+    let _lock = serialised();
     let (_dir, data, _) = copy();
     let (pristine, at, len) = metadata_in_file(&data);
     // The heap object header sits 16 bytes before the text: index, refcount, reserved, size.
@@ -205,6 +218,7 @@ fn a_damaged_metadata_heap_is_a_clear_error() {
 /// Issue 18: an all-zero `lidar_to_sensor_transform` put every point at the origin.
 #[test]
 fn degenerate_metadata_transforms_are_refused_naming_the_field() {
+    let _lock = serialised();
     let (_dir, data, _) = copy();
     let (bytes, at, len) = metadata_in_file(&data);
     let json = std::str::from_utf8(&bytes[at..at + len]).unwrap();
@@ -222,6 +236,7 @@ fn degenerate_metadata_transforms_are_refused_naming_the_field() {
 /// its sweep finds no pose and is reported; under `fail` the open fails naming the row.
 #[test]
 fn non_finite_pose_rows_never_become_world_poses() {
+    let _lock = serialised();
     let (_dir, data, pose) = copy();
     {
         let file = hdf5::File::open_rw(&pose).unwrap();
@@ -247,6 +262,7 @@ fn non_finite_pose_rows_never_become_world_poses() {
 /// LiDAR log. It is now dropped with a note under `skip` (the default) and fails under `fail`.
 #[test]
 fn damaged_optional_streams_degrade_instead_of_blocking_the_lidar() {
+    let _lock = serialised();
     // A pose file cut in half.
     let (_dir, data, pose) = copy();
     let bytes = std::fs::read(&pose).unwrap();
@@ -302,8 +318,13 @@ fn mutant_child() {
 #[test]
 fn single_byte_mutants_never_kill_the_reader() {
     use std::os::unix::process::ExitStatusExt;
-    const MUTANTS: usize = 60;
+    // `BOXLAYER_MUTANTS=N` runs a longer campaign (the default of 60 takes ≈ 5 s).
+    let mutants: usize = std::env::var("BOXLAYER_MUTANTS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(60);
     const LIMIT: std::time::Duration = std::time::Duration::from_secs(20);
+    let _lock = serialised();
     let (data, pose) = pristine();
     let pristine = std::fs::read(data).unwrap();
     let dir = tempfile::tempdir().unwrap();
@@ -311,7 +332,11 @@ fn single_byte_mutants_never_kill_the_reader() {
     // The pose file beside it, so the pose path is exercised too.
     std::fs::copy(pose, dir.path().join(pose.file_name().unwrap())).unwrap();
     let exe = std::env::current_exe().unwrap();
-    let mut state = 0x2545_f491_4f6c_dd1du64;
+    // `BOXLAYER_MUTANT_SEED=S` picks another seeded set.
+    let mut state = std::env::var("BOXLAYER_MUTANT_SEED")
+        .ok()
+        .and_then(|n| n.parse::<u64>().ok())
+        .map_or(0x2545_f491_4f6c_dd1d, |s| s | 1);
     let mut next = move || {
         // xorshift64*: seeded, so every run tries the same mutants.
         state ^= state >> 12;
@@ -320,7 +345,7 @@ fn single_byte_mutants_never_kill_the_reader() {
         state.wrapping_mul(0x2545_f491_4f6c_dd1d)
     };
     let mut failures = Vec::new();
-    for k in 0..MUTANTS {
+    for k in 0..mutants {
         let span = if k % 2 == 0 {
             pristine.len().min(64 << 10)
         } else {
@@ -361,7 +386,7 @@ fn single_byte_mutants_never_kill_the_reader() {
     }
     assert!(
         failures.is_empty(),
-        "{} of {MUTANTS} mutants:\n{}",
+        "{} of {mutants} mutants:\n{}",
         failures.len(),
         failures.join("\n")
     );
