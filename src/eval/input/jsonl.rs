@@ -5,7 +5,9 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use super::{EvalBox, EvalData, FrameKey, GroundingQuery, box_from_values, class_from_3eed_name};
+use super::{
+    EvalBox, EvalData, FrameKey, GroundingQuery, box_from_values, class_from_3eed_name, replace_non_finite_tokens,
+};
 use crate::eval::EvalError;
 use crate::frame::Platform;
 
@@ -175,36 +177,10 @@ pub fn load_jsonl(path: &Path) -> Result<EvalData, EvalError> {
     Ok(data)
 }
 
-/// Whether `line` is JSON once its bare `NaN`, `Infinity` and `-Infinity` tokens (outside strings)
-/// are read as numbers: a label with a non-finite value rather than a damaged line.
+/// Whether `line` is a box line once its bare `NaN`, `Infinity` and `-Infinity` tokens are read
+/// as numbers: a label with a non-finite value rather than a damaged line.
 fn has_non_finite_number(line: &str) -> bool {
-    let mut out = String::with_capacity(line.len());
-    let mut found = false;
-    let (mut in_string, mut escaped) = (false, false);
-    let mut rest = line;
-    while let Some(c) = rest.chars().next() {
-        if in_string {
-            out.push(c);
-            match (escaped, c) {
-                (true, _) => escaped = false,
-                (false, '\\') => escaped = true,
-                (false, '"') => in_string = false,
-                _ => {}
-            }
-            rest = &rest[c.len_utf8()..];
-            continue;
-        }
-        if let Some(token) = ["-Infinity", "Infinity", "NaN"].iter().find(|t| rest.starts_with(**t)) {
-            out.push('0');
-            found = true;
-            rest = &rest[token.len()..];
-            continue;
-        }
-        in_string = c == '"';
-        out.push(c);
-        rest = &rest[c.len_utf8()..];
-    }
-    found && serde_json::from_str::<BoxLine>(&out).is_ok()
+    replace_non_finite_tokens(line, "0").is_some_and(|text| serde_json::from_str::<BoxLine>(&text).is_ok())
 }
 
 #[cfg(test)]

@@ -131,6 +131,39 @@ pub fn load(path: &Path, format: InputFormat) -> Result<EvalData, EvalError> {
 }
 
 /// A box from 6 (`cx, cy, cz, l, w, h`, axis-aligned), 7 (`+ yaw`) or 9 (`+ pitch, roll`) values.
+/// `text` with its bare `NaN`, `Infinity` and `-Infinity` tokens (outside JSON strings, as
+/// Python's `json` writes non-finite floats) replaced by `with`, or `None` when it has none.
+/// Loaders use it to tell a label with a non-finite value, skipped with a warning, from damage.
+pub(crate) fn replace_non_finite_tokens(text: &str, with: &str) -> Option<String> {
+    let mut out = String::with_capacity(text.len());
+    let mut found = false;
+    let (mut in_string, mut escaped) = (false, false);
+    let mut rest = text;
+    while let Some(c) = rest.chars().next() {
+        if in_string {
+            out.push(c);
+            match (escaped, c) {
+                (true, _) => escaped = false,
+                (false, '\\') => escaped = true,
+                (false, '"') => in_string = false,
+                _ => {}
+            }
+            rest = &rest[c.len_utf8()..];
+            continue;
+        }
+        if let Some(token) = ["-Infinity", "Infinity", "NaN"].iter().find(|t| rest.starts_with(**t)) {
+            out.push_str(with);
+            found = true;
+            rest = &rest[token.len()..];
+            continue;
+        }
+        in_string = c == '"';
+        out.push(c);
+        rest = &rest[c.len_utf8()..];
+    }
+    found.then_some(out)
+}
+
 pub(crate) fn box_from_values(values: &[f64]) -> Result<Box3, String> {
     let b = match values.len() {
         6 => Box3::new(values[0], values[1], values[2], values[3], values[4], values[5], 0.0),
