@@ -160,3 +160,39 @@ fn a_nan_label_costs_only_that_label() {
     let e = source.frame(2).unwrap_err().to_string();
     assert!(e.contains("nan-car"), "{e}");
 }
+
+/// `eval` with a damaged ground-truth record: predictions made on the undamaged segment score
+/// AP 1 (issue 18: they scored 28.8 when frames were renumbered), and the prediction on the
+/// unreadable frame is left unscored instead of counting as a false positive.
+#[test]
+fn eval_of_correct_predictions_against_damaged_ground_truth_scores_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, offsets) = write(dir.path(), &five_frames());
+    let pred: String = load_waymo_labels(&path)
+        .unwrap()
+        .boxes
+        .iter()
+        .map(|b| boxlayer::eval::input::to_json_line(b) + "\n")
+        .collect();
+    let pred_path = dir.path().join("pred.jsonl");
+    std::fs::write(&pred_path, pred).unwrap();
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[(offsets[1] + HEADER_BYTES + 3) as usize] ^= 0x40;
+    std::fs::write(&path, bytes).unwrap();
+
+    let report = boxlayer::eval::run(
+        &path,
+        boxlayer::eval::InputFormat::Waymo,
+        &pred_path,
+        boxlayer::eval::InputFormat::Jsonl,
+        &boxlayer::eval::EvalConfig::default(),
+    )
+    .unwrap();
+    assert_eq!((report.num_gt_boxes, report.num_pred_boxes), (4, 4));
+    let scored: Vec<_> = report.detection.iter().filter(|r| r.num_gt > 0).collect();
+    assert!(!scored.is_empty());
+    for r in scored {
+        assert_eq!(r.num_tp, 4, "{r:?}");
+        assert!((r.ap_r40.unwrap() - 1.0).abs() < 1e-9, "{r:?}");
+    }
+}

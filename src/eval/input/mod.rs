@@ -18,7 +18,7 @@ use crate::geometry::Box3;
 
 pub use jsonl::{load_jsonl, to_json_line};
 pub use three_eed::{class_from_3eed_name, load_3eed};
-pub use waymo::load_waymo_labels;
+pub use waymo::{load_waymo_labels, load_waymo_labels_with_gaps};
 
 /// Which frame of which sequence a box belongs to.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -130,7 +130,6 @@ pub fn load(path: &Path, format: InputFormat) -> Result<EvalData, EvalError> {
     }
 }
 
-/// A box from 6 (`cx, cy, cz, l, w, h`, axis-aligned), 7 (`+ yaw`) or 9 (`+ pitch, roll`) values.
 /// `text` with its bare `NaN`, `Infinity` and `-Infinity` tokens (outside JSON strings, as
 /// Python's `json` writes non-finite floats) replaced by `with`, or `None` when it has none.
 /// Loaders use it to tell a label with a non-finite value, skipped with a warning, from damage.
@@ -164,6 +163,7 @@ pub(crate) fn replace_non_finite_tokens(text: &str, with: &str) -> Option<String
     found.then_some(out)
 }
 
+/// A box from 6 (`cx, cy, cz, l, w, h`, axis-aligned), 7 (`+ yaw`) or 9 (`+ pitch, roll`) values.
 pub(crate) fn box_from_values(values: &[f64]) -> Result<Box3, String> {
     let b = match values.len() {
         6 => Box3::new(values[0], values[1], values[2], values[3], values[4], values[5], 0.0),

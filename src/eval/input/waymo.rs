@@ -15,6 +15,13 @@ use crate::sources::waymo::{WaymoConfig, WaymoV1Source};
 /// after it keep their identity (issue 18: numbering by good-record count shifted every later
 /// frame and scored correct predictions AP 28.8).
 pub fn load_waymo_labels(path: &Path) -> Result<EvalData, EvalError> {
+    load_waymo_labels_with_gaps(path).map(|(data, _)| data)
+}
+
+/// Like [`load_waymo_labels`], also returning the frames the segment holds but could not read
+/// (damaged records, by position), so that predictions on them are left unscored rather than
+/// counted as false positives.
+pub fn load_waymo_labels_with_gaps(path: &Path) -> Result<(EvalData, Vec<FrameKey>), EvalError> {
     let config = WaymoConfig {
         lidars: Vec::new(),
         cameras: false,
@@ -30,6 +37,17 @@ pub fn load_waymo_labels(path: &Path) -> Result<EvalData, EvalError> {
             skipped.detail
         );
     }
+    // Every skipped record took one position (`RecordSpan::record` counts them).
+    let total = source.len() + source.meta().skipped.len();
+    let readable: std::collections::BTreeSet<usize> =
+        (0..source.len()).filter_map(|i| source.record_index(i)).collect();
+    let gaps: Vec<FrameKey> = (0..total)
+        .filter(|r| !readable.contains(r))
+        .map(|r| FrameKey {
+            sequence: sequence.clone(),
+            frame: r as u64,
+        })
+        .collect();
     let mut data = EvalData::default();
     for index in 0..source.len() {
         let frame = source.frame(index)?;
@@ -53,7 +71,7 @@ pub fn load_waymo_labels(path: &Path) -> Result<EvalData, EvalError> {
             expected: "laser labels in a Waymo v1 segment",
         });
     }
-    Ok(data)
+    Ok((data, gaps))
 }
 
 #[cfg(test)]
