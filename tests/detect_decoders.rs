@@ -110,3 +110,32 @@ fn a_higher_threshold_drops_the_weaker_boxes() {
 fn single_graph_family_feeds_pillars_coords_and_counts() {
     assert_round_trip("single_center");
 }
+
+/// Issue 18: NaN intensity on a fifth of the points reached the encoder (a NaN feature poisons
+/// its pillar) with no word. Such points are dropped and counted before pillarising.
+#[test]
+fn points_with_nan_intensity_are_dropped_before_pillarising() {
+    let detector = Detector::load(&fixture("center_nchw")).unwrap();
+    let clean = detector.pillarize(&cloud()).unwrap();
+    let good = cloud();
+    // One more point in the pillar of each of the first two, with a NaN or infinite intensity.
+    let mut x = good.x().to_vec();
+    let mut y = good.y().to_vec();
+    let mut z = good.z().to_vec();
+    let mut intensity = good.intensity().to_vec();
+    for (k, bad) in [(0, f32::NAN), (1, f32::INFINITY)] {
+        x.push(good.x()[k] + 0.01);
+        y.push(good.y()[k]);
+        z.push(good.z()[k]);
+        intensity.push(bad);
+    }
+    let dirty = PointCloud::from_columns(x, y, z, intensity).unwrap();
+    let pillars = detector.pillarize(&dirty).unwrap();
+    assert!(pillars.features.iter().all(|v| v.is_finite()));
+    assert_eq!(pillars.num_points, clean.num_points);
+    assert_eq!(pillars.features, clean.features);
+    assert_eq!(
+        detector.detect(&dirty).unwrap().len(),
+        detector.detect(&cloud()).unwrap().len()
+    );
+}

@@ -163,3 +163,43 @@ fn v2_refuses_a_folder_without_components() {
     let e = WaymoV2Source::open(dir.path(), WaymoConfig::default()).unwrap_err();
     assert!(matches!(e, boxlayer::sources::SourceError::Incompatible { .. }), "{e}");
 }
+
+/// Issue 18: NaN intensities passed silently into frames (and cut a detector's boxes from 125
+/// to 11). The reader drops such points, counts them and warns naming the frame.
+#[test]
+fn points_with_a_nan_intensity_are_dropped() {
+    let (_, mut frames) = segment(1);
+    let f = &mut frames[0];
+    // FRONT's first return (laser 2, return 1): every other return gets a NaN intensity.
+    let (_, _, image) = f
+        .images
+        .iter()
+        .find(|(laser, ret, _)| (*laser, *ret) == (2, 1))
+        .cloned()
+        .expect("the FRONT image");
+    let mut image = image;
+    let mut poisoned = 0usize;
+    for px in image.data.chunks_exact_mut(image.channels) {
+        if px[0] > 0.0 {
+            if poisoned.is_multiple_of(2) {
+                px[1] = f32::NAN;
+            }
+            poisoned += 1;
+        }
+    }
+    let poisoned = poisoned.div_ceil(2);
+    assert!(poisoned > 0);
+    let front = f.proto.lasers.iter_mut().find(|l| l.name == Some(2)).unwrap();
+    front.ri_return1.as_mut().unwrap().range_image_compressed = Some(image.compress());
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("segment-synthetic_0001_with_camera_labels.tfrecord");
+    let mut writer = TfRecordWriter::create(&path).unwrap();
+    writer.write_record(&f.proto.encode_to_vec()).unwrap();
+    writer.finish().unwrap();
+    let frame = WaymoV1Source::open(&path, WaymoConfig::default())
+        .unwrap()
+        .frame(0)
+        .unwrap();
+    assert_eq!(frame.cloud.len(), f.points.len() - poisoned);
+    assert!(frame.cloud.intensity().iter().all(|v| v.is_finite()));
+}

@@ -205,6 +205,30 @@ impl std::fmt::Debug for Detector {
     }
 }
 
+/// Refuses a model file whose real path (symlinks and `..` resolved) lies outside the real path
+/// of the detector folder `dir`; `key` names the manifest table (`encoder`, `head`, `graph`).
+fn confine_to_folder(detector: &str, key: &str, dir: &Path, path: &Path) -> Result<(), DetectError> {
+    let io = |p: &Path, e: std::io::Error| DetectError::Io {
+        path: p.to_path_buf(),
+        reason: e.to_string(),
+    };
+    let folder = dir.canonicalize().map_err(|e| io(dir, e))?;
+    let real = path.canonicalize().map_err(|e| io(path, e))?;
+    if real.starts_with(&folder) {
+        return Ok(());
+    }
+    Err(DetectError::Invalid {
+        detector: detector.to_string(),
+        field: format!("models.{key}.file"),
+        reason: format!(
+            "{} resolves to {}, outside the detector folder {}; set `allow_outside_folder = true` in [models] to allow it",
+            path.display(),
+            real.display(),
+            folder.display()
+        ),
+    })
+}
+
 /// Lower-case hex sha256 of a file.
 pub fn sha256_file(path: &Path) -> Result<String, DetectError> {
     let bytes = std::fs::read(path).map_err(|e| DetectError::Io {
@@ -302,13 +326,16 @@ impl Detector {
     pub fn from_manifest(manifest: DetectorManifest, dir: &Path) -> Result<Self, DetectError> {
         manifest.validate()?;
         let name = manifest.name.clone();
-        let model_path = |m: &ModelFile| -> Result<PathBuf, DetectError> {
+        let model_path = |key: &str, m: &ModelFile| -> Result<PathBuf, DetectError> {
             let path = dir.join(&m.file);
             if !path.is_file() {
                 return Err(DetectError::MissingModel {
                     detector: name.clone(),
                     path,
                 });
+            }
+            if !manifest.models.allow_outside_folder {
+                confine_to_folder(&name, key, dir, &path)?;
             }
             let actual = sha256_file(&path)?;
             if !actual.eq_ignore_ascii_case(&m.sha256) {
@@ -325,7 +352,7 @@ impl Detector {
         let paths: Vec<PathBuf> = manifest
             .model_files()
             .into_iter()
-            .map(|(_, m)| model_path(m))
+            .map(|(key, m)| model_path(key, m))
             .collect::<Result<_, _>>()?;
         let options = SessionOptions {
             threads: manifest.runtime.threads,
@@ -529,7 +556,48 @@ impl Detector {
 
     /// Builds the encoder input for a sweep.
     pub fn pillarize(&self, cloud: &PointCloud) -> Result<Pillars, DetectError> {
+        let finite = self.drop_non_finite_features(cloud)?;
+        let cloud = finite.as_ref().unwrap_or(cloud);
         pillarize(cloud, &self.spec, self.rows).map_err(|e| DetectError::Cloud {
+            detector: self.manifest.name.clone(),
+            reason: e.to_string(),
+        })
+    }
+
+    /// The cloud without the points whose feature inputs (intensity, float channels) are not
+    /// finite, or `None` when every point is finite. Such points are dropped, counted and logged:
+    /// a NaN feature poisons its whole pillar (issue 18: NaN intensity on 20 % of the points cut
+    /// detections from 125 to 11 with no word). Non-finite x, y, z fall outside every pillar anyway.
+    fn drop_non_finite_features(&self, cloud: &PointCloud) -> Result<Option<PointCloud>, DetectError> {
+        let mut columns: Vec<(&str, &[f32])> = Vec::new();
+        for feature in &self.manifest.points.features {
+            let name = feature.source.as_str();
+            let column = match name {
+                "intensity" => cloud.intensity(),
+                _ => match cloud.channel(name) {
+                    Some(crate::cloud::ChannelData::F32(v)) => v.as_slice(),
+                    _ => continue,
+                },
+            };
+            if column.iter().any(|v| !v.is_finite()) && !columns.iter().any(|(n, _)| *n == name) {
+                columns.push((name, column));
+            }
+        }
+        if columns.is_empty() {
+            return Ok(None);
+        }
+        let keep: Vec<bool> = (0..cloud.len())
+            .map(|i| columns.iter().all(|(_, c)| c.get(i).is_some_and(|v| v.is_finite())))
+            .collect();
+        let dropped = keep.iter().filter(|k| !**k).count();
+        let names: Vec<&str> = columns.iter().map(|(n, _)| *n).collect();
+        tracing::warn!(
+            "detector `{}`: dropped {dropped} of {} points with a non-finite {}",
+            self.manifest.name,
+            cloud.len(),
+            names.join(" or ")
+        );
+        cloud.select(&keep).map(Some).map_err(|e| DetectError::Cloud {
             detector: self.manifest.name.clone(),
             reason: e.to_string(),
         })
@@ -760,6 +828,8 @@ impl Detector {
     ) -> Result<(Vec<Detection>, StageTimings), DetectError> {
         let mut t = StageTimings::default();
         let start = Instant::now();
+        let finite = self.drop_non_finite_features(cloud)?;
+        let cloud = finite.as_ref().unwrap_or(cloud);
         pillarize_into(cloud, &self.spec, self.rows, pillars).map_err(|e| DetectError::Cloud {
             detector: self.manifest.name.clone(),
             reason: e.to_string(),

@@ -88,6 +88,10 @@ pub struct Models {
     pub head: Option<HeadModel>,
     /// The whole detector in one graph (single graph family only).
     pub graph: Option<GraphModel>,
+    /// Whether model files may resolve outside the detector folder (`../x.onnx`, an absolute
+    /// path, a symlink leading out); default false: such a file is refused before it is opened
+    /// or hashed, so a manifest cannot make boxlayer read `../../etc/passwd` or run an outside model.
+    pub allow_outside_folder: bool,
 }
 
 /// One ONNX file and its expected sha256.

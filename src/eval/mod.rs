@@ -126,6 +126,8 @@ pub fn evaluate(gt: &EvalData, pred: &EvalData, config: &EvalConfig) -> Result<E
 }
 
 /// Loads ground truth and predictions from two paths in one input format and evaluates them.
+/// Frames a Waymo ground-truth segment holds but could not read (damaged records) are left
+/// unscored: predictions on them are dropped with a warning.
 pub fn run(
     gt_path: &Path,
     gt_format: InputFormat,
@@ -134,8 +136,26 @@ pub fn run(
     config: &EvalConfig,
 ) -> Result<EvalReport, EvalError> {
     config.validate()?;
-    let gt = load(gt_path, gt_format)?;
-    let pred = load(pred_path, pred_format)?;
+    let (gt, unreadable) = match gt_format {
+        InputFormat::Waymo => input::load_waymo_labels_with_gaps(gt_path)?,
+        format => (load(gt_path, format)?, Vec::new()),
+    };
+    let mut pred = load(pred_path, pred_format)?;
+    if !unreadable.is_empty() {
+        // A damaged GT record leaves its frame without labels: predictions there are left out
+        // rather than scored as false positives (issue 18).
+        let gaps: std::collections::BTreeSet<&FrameKey> = unreadable.iter().collect();
+        let before = pred.boxes.len();
+        pred.boxes.retain(|b| !gaps.contains(&b.frame));
+        pred.queries.retain(|q| !gaps.contains(&q.frame));
+        let frames: Vec<String> = unreadable.iter().map(|k| k.frame.to_string()).collect();
+        tracing::warn!(
+            "{}: frames {} could not be read; {} predictions on them are not scored",
+            gt_path.display(),
+            frames.join(", "),
+            before - pred.boxes.len()
+        );
+    }
     evaluate(&gt, &pred, config)
 }
 

@@ -42,8 +42,14 @@ pub fn euler_from_isometry(pose: &Isometry3<f64>) -> (f64, f64, f64) {
 }
 
 /// A pose from a row-major 4×4 homogeneous matrix (Waymo `Transform`, M3ED `T_*`), or `None`
-/// when the upper-left 3×3 block is not a rotation within `eps` or the last row is not `0 0 0 1`.
+/// when a value is not finite, the upper-left 3×3 block is not a rotation within `eps` or the last
+/// row is not `0 0 0 1`.
 pub fn isometry_from_row_major(m: &[f64; 16], eps: f64) -> Option<Isometry3<f64>> {
+    // NaN fails no `>` comparison below and an infinite translation passes the rotation checks,
+    // so non-finite values are refused first (issue 18: NaN pose rows became NaN world poses).
+    if !m.iter().all(|v| v.is_finite()) {
+        return None;
+    }
     let mat = Matrix4::from_row_slice(m);
     if (mat[(3, 0)].abs() > eps)
         || (mat[(3, 1)].abs() > eps)
@@ -83,6 +89,21 @@ mod tests {
     use approx::assert_abs_diff_eq;
     use nalgebra::Matrix3;
     use proptest::prelude::*;
+
+    /// Issue 18: a NaN or infinite value passed the rigidity checks (NaN compares false).
+    #[test]
+    fn non_finite_matrices_are_not_rigid() {
+        let identity = row_major_from_isometry(&Isometry3::identity());
+        assert!(isometry_from_row_major(&identity, 1e-6).is_some());
+        for at in [0, 3, 5, 11, 15] {
+            for bad in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+                let mut m = identity;
+                m[at] = bad;
+                assert!(isometry_from_row_major(&m, 1e-6).is_none(), "value {bad} at {at}");
+            }
+        }
+        assert!(isometry_from_row_major(&[0.0; 16], 1e-6).is_none());
+    }
 
     fn rz(a: f64) -> Matrix3<f64> {
         Matrix3::new(a.cos(), -a.sin(), 0.0, a.sin(), a.cos(), 0.0, 0.0, 0.0, 1.0)

@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::simulator::SimError;
 use super::terrain::TerrainKind;
 
 /// Everything a simulated sequence depends on besides the platform and the seed.
@@ -10,6 +11,9 @@ use super::terrain::TerrainKind;
 pub struct SimConfig {
     /// Sweeps in the sequence; the scene is laid out to cover them (default 200 = 20 s).
     pub frames: usize,
+    /// The most sweeps `frames` may ask for (default 100,000 ≈ 2.8 h): the scene and route are
+    /// laid out up front, so a runaway `frames` would allocate until the machine dies.
+    pub max_frames: usize,
     /// Start time of sweep 0 (µs since the Unix epoch; default 1_600_000_000_000_000).
     pub start_time_micros: i64,
     /// Whether the platform and actors move during a sweep (rolling shutter); default true.
@@ -34,6 +38,7 @@ impl Default for SimConfig {
     fn default() -> Self {
         Self {
             frames: 200,
+            max_frames: 100_000,
             start_time_micros: 1_600_000_000_000_000,
             rolling_shutter: true,
             terrain: TerrainConfig::default(),
@@ -250,5 +255,180 @@ impl Default for ImuConfig {
             gyro_noise_radps: 0.002,
             gap_probability: 0.01,
         }
+    }
+}
+
+/// One numeric field's valid range, for [`SimConfig::validate`].
+struct Bound {
+    field: &'static str,
+    value: f64,
+    min: f64,
+    max: f64,
+}
+
+impl SimConfig {
+    /// Checks every field against its valid range (finite, within physical and memory-safe
+    /// limits), naming the first offending field. [`Simulator::new`](super::Simulator::new) runs
+    /// it before laying anything out. Issue 18: `range_noise_m = nan` wrote sweeps with 0 points,
+    /// a NaN speed was blamed on `scene.block_pitch_m`, and huge values allocated without end.
+    pub fn validate(&self) -> Result<(), SimError> {
+        let invalid = |field: &'static str, reason: String| SimError::InvalidConfig { field, reason };
+        if self.frames == 0 {
+            return Err(invalid("frames", "must be at least 1".into()));
+        }
+        if self.frames > self.max_frames {
+            return Err(invalid(
+                "frames",
+                format!(
+                    "{} is over the cap of {} (raise `max_frames` to allow it)",
+                    self.frames, self.max_frames
+                ),
+            ));
+        }
+        let duration_micros = i64::try_from(self.frames)
+            .ok()
+            .and_then(|n| n.checked_mul(200_000))
+            .and_then(|d| self.start_time_micros.checked_add(d));
+        if duration_micros.is_none() {
+            return Err(invalid(
+                "start_time_micros",
+                format!("{} + the sequence's duration overflows", self.start_time_micros),
+            ));
+        }
+        let (t, sc, v, d, q, l, i) = (
+            &self.terrain,
+            &self.scene,
+            &self.vehicle,
+            &self.drone,
+            &self.quadruped,
+            &self.lidar,
+            &self.imu,
+        );
+        let b = |field, value, min, max| Bound { field, value, min, max };
+        let bounds = [
+            b("terrain.slope_deg", t.slope_deg, -45.0, 45.0),
+            b("terrain.rolling_amplitude_m", t.rolling_amplitude_m, 0.0, 50.0),
+            b("terrain.rolling_wavelength_m", t.rolling_wavelength_m, 1.0, 10_000.0),
+            b("scene.block_pitch_m", sc.block_pitch_m, 40.0, 10_000.0),
+            b("scene.parking_lot_fraction", sc.parking_lot_fraction, 0.0, 1.0),
+            b("scene.park_fraction", sc.park_fraction, 0.0, 1.0),
+            b("scene.parking_occupancy", sc.parking_occupancy, 0.0, 1.0),
+            b("scene.vehicles_per_km", sc.vehicles_per_km, 0.0, 1_000.0),
+            b("scene.pedestrians_per_km", sc.pedestrians_per_km, 0.0, 1_000.0),
+            b("scene.cyclists_per_km", sc.cyclists_per_km, 0.0, 1_000.0),
+            b("scene.van_bus_truck_share", sc.van_bus_truck_share[0], 0.0, 1.0),
+            b("scene.van_bus_truck_share", sc.van_bus_truck_share[1], 0.0, 1.0),
+            b("scene.van_bus_truck_share", sc.van_bus_truck_share[2], 0.0, 1.0),
+            b("scene.stop_probability", sc.stop_probability, 0.0, 1.0),
+            b("vehicle.speed_mps", v.speed_mps, 0.0, 60.0),
+            b("vehicle.lidar_height_m", v.lidar_height_m, 0.0, 10.0),
+            b("vehicle.max_range_m", v.max_range_m, 1.0, 1_000.0),
+            b("drone.min_altitude_m", d.min_altitude_m, 1.0, 500.0),
+            b("drone.max_altitude_m", d.max_altitude_m, 1.0, 500.0),
+            b("drone.speed_mps", d.speed_mps, 0.0, 50.0),
+            b("drone.sensor_pitch_down_deg", d.sensor_pitch_down_deg, -90.0, 90.0),
+            b("drone.wobble_deg", d.wobble_deg, 0.0, 45.0),
+            b("drone.yaw_rate_dps", d.yaw_rate_dps, -360.0, 360.0),
+            b("quadruped.speed_mps", q.speed_mps, 0.0, 10.0),
+            b("quadruped.sensor_height_m", q.sensor_height_m, 0.05, 10.0),
+            b("quadruped.gait_frequency_hz", q.gait_frequency_hz, 0.0, 20.0),
+            b("quadruped.roll_amplitude_deg", q.roll_amplitude_deg, 0.0, 45.0),
+            b("quadruped.pitch_amplitude_deg", q.pitch_amplitude_deg, 0.0, 45.0),
+            b("quadruped.bounce_m", q.bounce_m, 0.0, 1.0),
+            b("lidar.range_noise_m", l.range_noise_m, 0.0, 10.0),
+            b("lidar.dropout", l.dropout, 0.0, 1.0),
+            b("lidar.top_range_at_10pct_m", l.top_range_at_10pct_m, 0.1, 1_000.0),
+            b("lidar.ouster_range_at_10pct_m", l.ouster_range_at_10pct_m, 0.1, 1_000.0),
+            b("lidar.ouster_max_range_m", l.ouster_max_range_m, 1.0, 1_000.0),
+            b("lidar.beam_offset_deg", l.beam_offset_deg, 0.0, 5.0),
+            b("imu.rate_hz", i.rate_hz, 1.0, 10_000.0),
+            b("imu.accel_noise_mps2", i.accel_noise_mps2, 0.0, 100.0),
+            b("imu.gyro_noise_radps", i.gyro_noise_radps, 0.0, 100.0),
+            b("imu.gap_probability", i.gap_probability, 0.0, 1.0),
+        ];
+        for Bound { field, value, min, max } in bounds {
+            // Negated so that NaN fails too.
+            if !(value >= min && value <= max) {
+                return Err(invalid(field, format!("{value} is not in {min} ..= {max}")));
+            }
+        }
+        if d.max_altitude_m < d.min_altitude_m {
+            return Err(invalid(
+                "drone.min_altitude_m",
+                format!("need min ({}) ≤ max ({})", d.min_altitude_m, d.max_altitude_m),
+            ));
+        }
+        if sc.parking_lot_fraction + sc.park_fraction > 1.0 {
+            return Err(invalid(
+                "scene.park_fraction",
+                format!(
+                    "parking_lot_fraction + park_fraction = {} exceeds 1",
+                    sc.parking_lot_fraction + sc.park_fraction
+                ),
+            ));
+        }
+        if sc.van_bus_truck_share.iter().sum::<f64>() > 1.0 {
+            return Err(invalid(
+                "scene.van_bus_truck_share",
+                format!("shares {:?} sum over 1", sc.van_bus_truck_share),
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_config_is_valid() {
+        SimConfig::default().validate().unwrap();
+    }
+
+    fn field_of(config: SimConfig) -> &'static str {
+        match config.validate() {
+            Err(SimError::InvalidConfig { field, .. }) => field,
+            other => panic!("expected an invalid-config error, got {other:?}"),
+        }
+    }
+
+    /// Issue 18: NaN and runaway values are refused at load, each naming its own field.
+    #[test]
+    fn non_finite_and_huge_values_name_their_field() {
+        let d = SimConfig::default;
+        let mut c = d();
+        c.lidar.range_noise_m = f64::NAN;
+        assert_eq!(field_of(c), "lidar.range_noise_m");
+        let mut c = d();
+        c.drone.speed_mps = f64::NAN;
+        assert_eq!(field_of(c), "drone.speed_mps");
+        let mut c = d();
+        c.vehicle.speed_mps = f64::INFINITY;
+        assert_eq!(field_of(c), "vehicle.speed_mps");
+        let mut c = d();
+        c.scene.vehicles_per_km = 1e12;
+        assert_eq!(field_of(c), "scene.vehicles_per_km");
+        let mut c = d();
+        c.imu.rate_hz = 1e15;
+        assert_eq!(field_of(c), "imu.rate_hz");
+        let mut c = d();
+        c.frames = 1_000_000_000;
+        assert_eq!(field_of(c), "frames");
+        let mut c = d();
+        c.frames = 1_000_000_000;
+        c.max_frames = usize::MAX;
+        c.start_time_micros = i64::MAX - 10;
+        assert_eq!(field_of(c), "start_time_micros");
+        let mut c = d();
+        c.frames = 150_000;
+        c.max_frames = 200_000;
+        c.validate().unwrap();
+    }
+
+    #[test]
+    fn a_nan_in_a_toml_file_names_its_field() {
+        let c: SimConfig = toml::from_str("[lidar]\nrange_noise_m = nan\n").unwrap();
+        assert_eq!(field_of(c), "lidar.range_noise_m");
     }
 }

@@ -227,6 +227,7 @@ fn invalid(field: &'static str, reason: impl Into<String>) -> SimError {
 }
 
 fn validate(config: &SimConfig) -> Result<(), SimError> {
+    config.validate()?;
     if config.frames == 0 {
         return Err(invalid("frames", "must be at least 1"));
     }

@@ -17,8 +17,7 @@
 //!   Ouster) rendered by `sim::render_camera_at` at the OVC's 25 Hz (a 40,000 µs grid from the
 //!   sequence start), the sensor and the objects at each image's own time; stored BGR.
 
-use std::fs::File;
-use std::io::{BufWriter, Write as _};
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use nalgebra::{Isometry3, Matrix3, Translation3, UnitQuaternion};
@@ -30,6 +29,7 @@ use super::camera_render::{CameraRenderConfig, render_camera_at};
 use super::lidar::{OUSTER_BEAMS, OUSTER_COLUMNS, OusterCalibration};
 use super::simulator::{LidarCalibration, LidarSweep, OusterScan, SWEEP_PERIOD_MICROS, SimError, Simulator};
 use super::write_truth::{TruthParquetPaths, TruthTables, TruthWriteError};
+use crate::atomic_file::AtomicFile;
 use crate::eval::input::to_json_line;
 use crate::frame::{CameraAxes, CameraCalibration, Distortion, Platform};
 use crate::sources::m3ed::metadata::DataFormat;
@@ -320,8 +320,9 @@ pub fn write_m3ed_sequence(
         raw_bag_name: format!("{sequence_name}.bag"),
     };
     let mut writer = M3edWriter::create(&data_path, setup)?;
-    let truth_file = File::create(&truth_path).map_err(io(&truth_path))?;
-    let mut truth = BufWriter::new(truth_file);
+    // Every file is written under a temporary name and renamed when complete (issue 18: a killed
+    // `simulate` left files that looked complete); the JSON-lines truth is renamed last.
+    let mut truth = AtomicFile::create(&truth_path).map_err(io(&truth_path))?;
 
     let mut summary = M3edWriteSummary {
         sequence: sequence_name.to_string(),
@@ -404,8 +405,8 @@ pub fn write_m3ed_sequence(
             .objects_hit_per_sweep
             .push(sweep.objects.iter().filter(|o| o.num_lidar_points > 0).count());
     }
-    writer.finish()?;
-    truth.flush().map_err(io(&truth_path))?;
+    // The pose file goes in place before the data file: a data file without its pose file
+    // would read as a sequence without poses.
     write_pose_gt(
         &pose_path,
         &pose_times,
@@ -413,7 +414,9 @@ pub fn write_m3ed_sequence(
         &lidar_to_prophesee_left,
         PoseTimeType::Int64,
     )?;
+    writer.finish()?;
     let parquet = truth_tables.write(out_dir)?;
+    truth.commit().map_err(io(&truth_path))?;
     for path in [&data_path, &pose_path, &truth_path, &parquet.boxes, &parquet.frames] {
         summary.bytes_written += std::fs::metadata(path).map_err(io(path))?.len();
     }

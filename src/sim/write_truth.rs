@@ -5,7 +5,6 @@
 //! boxlayer's box conventions (DESIGN.md): `[x, y, z, l, w, h, yaw, pitch, roll]`, metres,
 //! radians, microseconds. Files are written under a temporary name and renamed when complete.
 
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -17,6 +16,7 @@ use parquet::file::properties::WriterProperties;
 use thiserror::Error;
 
 use super::SimSweep;
+use crate::atomic_file::AtomicFile;
 use crate::frame::Platform;
 use crate::geometry::Box3;
 
@@ -218,16 +218,17 @@ fn write_batch(path: &Path, columns: Vec<(&str, ArrayRef)>) -> Result<(), TruthW
     let properties = WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::default()))
         .build();
-    let partial = path.with_extension("parquet.partial");
-    let file = File::create(&partial).map_err(io)?;
+    let file = AtomicFile::create(path).map_err(io)?;
     let mut writer = ArrowWriter::try_new(file, schema, Some(properties)).map_err(|e| fail(e.to_string()))?;
     writer.write(&batch).map_err(|e| fail(e.to_string()))?;
-    writer.close().map_err(|e| fail(e.to_string()))?;
-    std::fs::rename(&partial, path).map_err(io)
+    let file = writer.into_inner().map_err(|e| fail(e.to_string()))?;
+    file.commit().map_err(io)
 }
 
 #[cfg(test)]
 mod tests {
+    use std::fs::File;
+
     use arrow::array::{Array, AsArray};
     use arrow::datatypes::{Float64Type, Int64Type, UInt32Type};
     use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;

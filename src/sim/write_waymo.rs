@@ -41,6 +41,7 @@ use super::lidar::{TOP_COLUMNS, TOP_ROWS, TopCalibration};
 use super::simulator::{LidarCalibration, LidarSweep, ObjectTruth, SimError, SimSweep, Simulator, TopRangeImage};
 use super::write_m3ed::stats;
 use super::write_truth::{TruthParquetPaths, TruthTables, TruthWriteError};
+use crate::atomic_file::AtomicFile;
 use crate::camera::project_box;
 use crate::eval::input::to_json_line;
 use crate::frame::{CameraCalibration, Platform};
@@ -620,7 +621,8 @@ pub fn write_waymo_segment_with(
     // in tag order and context is field 1, so the result equals encoding the whole Frame.
     let mut bodies = BufWriter::new(File::create(&bodies_path.0).map_err(io(&bodies_path.0))?);
     let mut body_lengths = Vec::with_capacity(frames);
-    let mut truth = BufWriter::new(File::create(&truth_path).map_err(io(&truth_path))?);
+    // Under a temporary name until the segment is in place (issue 18: partial output).
+    let mut truth = AtomicFile::create(&truth_path).map_err(io(&truth_path))?;
     let mut unique_objects: BTreeMap<i32, BTreeSet<u32>> = BTreeMap::new();
     let mut truth_tables = TruthTables::new(name, platform);
     let mut summary = WaymoWriteSummary {
@@ -781,7 +783,6 @@ pub fn write_waymo_segment_with(
     }
     bodies.flush().map_err(io(&bodies_path.0))?;
     drop(bodies);
-    truth.flush().map_err(io(&truth_path))?;
 
     // Pass 2: context + frame, one record each.
     let context = proto::Context {
@@ -828,6 +829,7 @@ pub fn write_waymo_segment_with(
     writer.finish().map_err(io(&partial.0))?;
     std::fs::rename(&partial.0, &segment_path).map_err(io(&segment_path))?;
     let parquet = truth_tables.write(out_dir)?;
+    truth.commit().map_err(io(&truth_path))?;
     for path in [&segment_path, &truth_path, &parquet.boxes, &parquet.frames] {
         summary.bytes_written += std::fs::metadata(path).map_err(io(path))?.len();
     }

@@ -110,7 +110,10 @@ pub trait Source: Send + Sync {
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
-    /// Frame `index` (0-based), decoded.
+    /// The `index`-th readable frame (0-based, `0..len()`), decoded. Its `Frame.index` is the
+    /// frame's position in the file (Waymo record ordinal, M3ED `/ouster/data` row), counting
+    /// damaged or skipped records, so it can differ from `index` after a skip: a frame keeps its
+    /// identity and a skipped one leaves a gap, never renumbering those after it.
     fn frame(&self, index: usize) -> Result<Frame, SourceError>;
 }
 

@@ -5,7 +5,9 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use super::{EvalBox, EvalData, FrameKey, GroundingQuery, box_from_values, class_from_3eed_name};
+use super::{
+    EvalBox, EvalData, FrameKey, GroundingQuery, box_from_values, class_from_3eed_name, replace_non_finite_tokens,
+};
 use crate::eval::EvalError;
 use crate::frame::Platform;
 
@@ -68,19 +70,41 @@ pub fn to_json_line(b: &EvalBox) -> String {
 
 /// Reads a JSON-lines box list. Lines with a `query` field are grounding boxes (grouped into
 /// queries by that id, in order of first appearance); the others are detection/tracking boxes.
-/// Blank lines are skipped.
+/// Blank lines are skipped. A file whose last line has no newline is refused as truncated (a
+/// writer cut short); a line holding `NaN` or `Infinity` (as Python's `json` writes them) is
+/// skipped with a warning naming the file and line, so one bad label does not sink the rest.
 pub fn load_jsonl(path: &Path) -> Result<EvalData, EvalError> {
     let text = std::fs::read_to_string(path).map_err(|e| EvalError::io(path, e))?;
     let mut data = EvalData::default();
     let mut query_index: HashMap<String, usize> = HashMap::new();
     let mut lines = 0usize;
+    let line_count = text.lines().count();
+    let complete = text.is_empty() || text.ends_with('\n');
     for (i, line) in text.lines().enumerate() {
+        let at = || format!("line {}", i + 1);
+        if i + 1 == line_count && !complete {
+            return Err(EvalError::parse(
+                path,
+                at(),
+                "truncated: the last line has no newline (a file cut short or still being written)",
+            ));
+        }
         if line.trim().is_empty() {
             continue;
         }
         lines += 1;
-        let at = || format!("line {}", i + 1);
-        let raw: BoxLine = serde_json::from_str(line).map_err(|e| EvalError::parse(path, at(), e.to_string()))?;
+        let raw: BoxLine = match serde_json::from_str(line) {
+            Ok(raw) => raw,
+            Err(_) if has_non_finite_number(line) => {
+                tracing::warn!(
+                    "{}: {}: a non-finite value (NaN or Infinity); the box is skipped",
+                    path.display(),
+                    at()
+                );
+                continue;
+            }
+            Err(e) => return Err(EvalError::parse(path, at(), e.to_string())),
+        };
         let bbox =
             box_from_values(&raw.values).map_err(|r| EvalError::parse(path, format!("{}: field `box`", at()), r))?;
         let frame = FrameKey {
@@ -151,6 +175,12 @@ pub fn load_jsonl(path: &Path) -> Result<EvalData, EvalError> {
         });
     }
     Ok(data)
+}
+
+/// Whether `line` is a box line once its bare `NaN`, `Infinity` and `-Infinity` tokens are read
+/// as numbers: a label with a non-finite value rather than a damaged line.
+fn has_non_finite_number(line: &str) -> bool {
+    replace_non_finite_tokens(line, "0").is_some_and(|text| serde_json::from_str::<BoxLine>(&text).is_ok())
 }
 
 #[cfg(test)]
@@ -236,5 +266,40 @@ mod tests {
         assert!(load_jsonl(f.path()).unwrap_err().to_string().contains("line 1"));
         let f = write("\n");
         assert!(matches!(load_jsonl(f.path()), Err(EvalError::Empty { .. })));
+    }
+
+    const GOOD: &str = r#"{"sequence":"s","frame":0,"box":[0,0,0,1,1,1],"class":"car"}"#;
+
+    /// Issue 18: a truncated file (killed writer) was accepted with its last box cut off.
+    #[test]
+    fn a_truncated_file_is_refused_naming_file_and_line() {
+        let cut = &GOOD[..GOOD.len() - 9];
+        for text in [format!("{GOOD}\n{GOOD}"), format!("{GOOD}\n{cut}")] {
+            let f = write(&text);
+            let e = load_jsonl(f.path()).unwrap_err();
+            assert!(matches!(e, EvalError::Parse { .. }), "{e}");
+            let e = e.to_string();
+            assert!(e.starts_with(&f.path().display().to_string()), "{e}");
+            assert!(e.contains("line 2: truncated"), "{e}");
+        }
+        let f = write(&format!("{GOOD}\n{cut}\n"));
+        assert!(load_jsonl(f.path()).unwrap_err().to_string().contains("line 2"));
+    }
+
+    /// Issue 18: one NaN label (as Python's json writes it) aborted the whole evaluation.
+    #[test]
+    fn a_nan_label_is_skipped_and_the_rest_kept() {
+        let nan = r#"{"sequence":"s","frame":1,"box":[NaN,0,0,1,1,1],"class":"car"}"#;
+        let inf = r#"{"sequence":"s","frame":2,"box":[0,0,0,1,1,1],"class":"car","score":-Infinity}"#;
+        let f = write(&format!("{GOOD}\n{nan}\n{inf}\n{GOOD}\n"));
+        let d = load_jsonl(f.path()).unwrap();
+        assert_eq!(d.boxes.len(), 2);
+        assert!(d.boxes.iter().all(|b| b.frame.frame == 0));
+        // `NaN` inside a string is not a number: that line is a real error.
+        let f = write(concat!(
+            r#"{"sequence":"NaN","frame":0,"box":[0,0,0,1,1,1],"clas":"car"}"#,
+            "\n"
+        ));
+        assert!(load_jsonl(f.path()).is_err());
     }
 }

@@ -20,7 +20,7 @@ use crate::geometry::Box3;
 pub use jsonl::{load_jsonl, to_json_line};
 pub use shards::load_shards;
 pub use three_eed::{class_from_3eed_name, load_3eed};
-pub use waymo::load_waymo_labels;
+pub use waymo::{load_waymo_labels, load_waymo_labels_with_gaps};
 
 /// Which frame of which sequence a box belongs to.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -138,6 +138,39 @@ pub fn load(path: &Path, format: InputFormat) -> Result<EvalData, EvalError> {
         InputFormat::Waymo => load_waymo_labels(path),
         InputFormat::Shards => shards::load_shards(path),
     }
+}
+
+/// `text` with its bare `NaN`, `Infinity` and `-Infinity` tokens (outside JSON strings, as
+/// Python's `json` writes non-finite floats) replaced by `with`, or `None` when it has none.
+/// Loaders use it to tell a label with a non-finite value, skipped with a warning, from damage.
+pub(crate) fn replace_non_finite_tokens(text: &str, with: &str) -> Option<String> {
+    let mut out = String::with_capacity(text.len());
+    let mut found = false;
+    let (mut in_string, mut escaped) = (false, false);
+    let mut rest = text;
+    while let Some(c) = rest.chars().next() {
+        if in_string {
+            out.push(c);
+            match (escaped, c) {
+                (true, _) => escaped = false,
+                (false, '\\') => escaped = true,
+                (false, '"') => in_string = false,
+                _ => {}
+            }
+            rest = &rest[c.len_utf8()..];
+            continue;
+        }
+        if let Some(token) = ["-Infinity", "Infinity", "NaN"].iter().find(|t| rest.starts_with(**t)) {
+            out.push_str(with);
+            found = true;
+            rest = &rest[token.len()..];
+            continue;
+        }
+        in_string = c == '"';
+        out.push(c);
+        rest = &rest[c.len_utf8()..];
+    }
+    found.then_some(out)
 }
 
 /// A box from 6 (`cx, cy, cz, l, w, h`, axis-aligned), 7 (`+ yaw`) or 9 (`+ pitch, roll`) values.

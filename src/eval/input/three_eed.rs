@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::{EvalBox, EvalData, FrameKey, GroundingQuery, box_from_values};
+use super::{EvalBox, EvalData, FrameKey, GroundingQuery, box_from_values, replace_non_finite_tokens};
 use crate::eval::EvalError;
 use crate::frame::{ObjectClass, Platform};
 use crate::geometry::Box3;
@@ -104,7 +104,15 @@ fn read_meta_file(path: &Path, data: &mut EvalData) -> Result<(), EvalError> {
     let key = FrameKey { sequence, frame };
 
     let text = std::fs::read_to_string(path).map_err(|e| EvalError::io(path, e))?;
-    let meta: Value = serde_json::from_str(&text).map_err(|e| EvalError::parse(path, "json", e.to_string()))?;
+    // Python's json writes NaN and Infinity, which are not JSON: read them as null, and skip the
+    // queries holding one (issue 18: one NaN label aborted a whole evaluation).
+    let (meta, non_finite): (Value, bool) = match serde_json::from_str(&text) {
+        Ok(meta) => (meta, false),
+        Err(e) => match replace_non_finite_tokens(&text, "null").and_then(|t| serde_json::from_str(&t).ok()) {
+            Some(meta) => (meta, true),
+            None => return Err(EvalError::parse(path, "json", e.to_string())),
+        },
+    };
     let ground_info = meta
         .get("ground_info")
         .and_then(Value::as_array)
@@ -122,6 +130,13 @@ fn read_meta_file(path: &Path, data: &mut EvalData) -> Result<(), EvalError> {
     };
     for (i, entry) in ground_info.iter().enumerate() {
         let at = |field: &str| format!("ground_info[{i}].{field}");
+        if non_finite && has_null_number(entry) {
+            tracing::warn!(
+                "{}: ground_info[{i}]: a non-finite value (NaN or Infinity); the query and its boxes are skipped",
+                path.display()
+            );
+            continue;
+        }
         let class = match entry.get("class") {
             None | Some(Value::Null) => ObjectClass::Unknown,
             Some(v) => {
@@ -207,6 +222,19 @@ fn read_meta_file(path: &Path, data: &mut EvalData) -> Result<(), EvalError> {
     Ok(())
 }
 
+/// Whether `entry` holds a null inside a list or as its `score`: where a non-finite number was.
+fn has_null_number(entry: &Value) -> bool {
+    fn in_lists(v: &Value, inside_list: bool) -> bool {
+        match v {
+            Value::Null => inside_list,
+            Value::Array(items) => items.iter().any(|x| in_lists(x, true)),
+            Value::Object(map) => map.values().any(|x| in_lists(x, false)),
+            _ => false,
+        }
+    }
+    entry.get("score").is_some_and(Value::is_null) || in_lists(entry, false)
+}
+
 /// One box (a flat list of numbers) or several (a list of such lists); `None` when absent.
 fn boxes_of(value: Option<&Value>) -> Result<Option<Vec<Box3>>, String> {
     let Some(value) = value else { return Ok(None) };
@@ -279,6 +307,34 @@ mod tests {
         assert_eq!(waymo[1].class, ObjectClass::Pedestrian);
         assert_eq!(waymo[1].bbox.roll, 0.02);
         assert_eq!(d.boxes[0].score, 0.5);
+    }
+
+    /// Issue 18: one NaN label (Python's json writes `NaN`) aborted the whole evaluation; now that
+    /// query is skipped with a warning and the rest of the file and folder are read.
+    #[test]
+    fn a_nan_label_skips_its_query_only() {
+        let tmp = tempfile::tempdir().unwrap();
+        write_meta(
+            tmp.path(),
+            "drone/s/0000_0",
+            r#"{"ground_info": [
+                {"class": "car", "bbox_3d": [NaN, 0, 0, 4, 2, 1.5, 0], "caption": "NaN in text"},
+                {"class": "car", "bbox_3d": [9, 0, 0, 4, 2, 1.5, 0], "others": [{"bbox_3d_other": null}]},
+                {"class": "car", "bbox_3d": [1, 0, 0, 4, 2, 1.5, 0], "score": Infinity}
+            ]}"#,
+        );
+        write_meta(
+            tmp.path(),
+            "drone/s/0001_0",
+            r#"{"ground_info": [{"class": "car", "bbox_3d": [2, 0, 0, 4, 2, 1.5, 0]}]}"#,
+        );
+        let d = load_3eed(tmp.path()).unwrap();
+        assert_eq!(d.queries.len(), 2);
+        let xs: Vec<f64> = d.boxes.iter().map(|b| b.bbox.x).collect();
+        assert_eq!(xs, [9.0, 2.0]);
+        // Garbage is still an error naming the file.
+        write_meta(tmp.path(), "drone/s/0002_0", r#"{"ground_info": [NaN"#);
+        assert!(load_3eed(tmp.path()).unwrap_err().to_string().contains("0002_0"));
     }
 
     #[test]

@@ -10,8 +10,18 @@ use crate::sources::Source;
 use crate::sources::waymo::{WaymoConfig, WaymoV1Source};
 
 /// Reads a Waymo v1 `.tfrecord` segment's laser labels (no points or images are decoded).
-/// Damaged records are skipped and reported as the reader's default policy does.
+/// Damaged records are skipped and reported as the reader's default policy does. A frame's key is
+/// its record's position in the file, so a skipped record leaves a reported gap and the frames
+/// after it keep their identity (issue 18: numbering by good-record count shifted every later
+/// frame and scored correct predictions AP 28.8).
 pub fn load_waymo_labels(path: &Path) -> Result<EvalData, EvalError> {
+    load_waymo_labels_with_gaps(path).map(|(data, _)| data)
+}
+
+/// Like [`load_waymo_labels`], also returning the frames the segment holds but could not read
+/// (damaged records, by position), so that predictions on them are left unscored rather than
+/// counted as false positives.
+pub fn load_waymo_labels_with_gaps(path: &Path) -> Result<(EvalData, Vec<FrameKey>), EvalError> {
     let config = WaymoConfig {
         lidars: Vec::new(),
         cameras: false,
@@ -19,13 +29,33 @@ pub fn load_waymo_labels(path: &Path) -> Result<EvalData, EvalError> {
     };
     let source = WaymoV1Source::open(path, config)?;
     let sequence = source.meta().name.clone();
+    for skipped in &source.meta().skipped {
+        tracing::warn!(
+            "{}: {}: {}; its frame has no labels (a gap: later frames keep their record positions)",
+            path.display(),
+            skipped.location,
+            skipped.detail
+        );
+    }
+    // Every skipped record took one position (`RecordSpan::record` counts them).
+    let total = source.len() + source.meta().skipped.len();
+    let readable: std::collections::BTreeSet<usize> =
+        (0..source.len()).filter_map(|i| source.record_index(i)).collect();
+    let gaps: Vec<FrameKey> = (0..total)
+        .filter(|r| !readable.contains(r))
+        .map(|r| FrameKey {
+            sequence: sequence.clone(),
+            frame: r as u64,
+        })
+        .collect();
     let mut data = EvalData::default();
     for index in 0..source.len() {
         let frame = source.frame(index)?;
+        let frame_index = frame.index as u64;
         data.boxes.extend(frame.ground_truth.into_iter().map(|gt| EvalBox {
             frame: FrameKey {
                 sequence: sequence.clone(),
-                frame: index as u64,
+                frame: frame_index,
             },
             bbox: gt.box_in_sensor,
             class: gt.class,
@@ -41,7 +71,7 @@ pub fn load_waymo_labels(path: &Path) -> Result<EvalData, EvalError> {
             expected: "laser labels in a Waymo v1 segment",
         });
     }
-    Ok(data)
+    Ok((data, gaps))
 }
 
 #[cfg(test)]

@@ -4,6 +4,8 @@
 
 use serde_json::Value;
 
+use crate::geometry::pose::isometry_from_row_major;
+
 /// Which JSON layout the metadata used.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MetadataFlavour {
@@ -138,6 +140,9 @@ fn usize_field(root: &Value, path: &[&str]) -> Result<usize, MetadataError> {
 pub const OS1_LIDAR_TO_SENSOR: [f64; 16] = [
     -1.0, 0.0, 0.0, 0.0, 0.0, -1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 36.18, 0.0, 0.0, 0.0, 1.0,
 ];
+
+/// How far the metadata's transforms may be from rigid (they are printed with 6+ digits).
+const TRANSFORM_EPS: f64 = 1e-3;
 
 /// The OS1 design IMU → sensor transform (translation 6.253, −11.775, 7.645 mm).
 pub const OS1_IMU_TO_SENSOR: [f64; 16] = [
@@ -280,6 +285,37 @@ impl OusterMetadata {
             if len != rows {
                 return Err(MetadataError::Inconsistent(format!(
                     "{name} has {len} values but pixels_per_column is {rows}"
+                )));
+            }
+        }
+        // A NaN angle or an all-zero transform decodes every point to NaN or to the origin with
+        // no other sign (issue 18), so both are refused here, naming the field.
+        for (name, values) in [
+            ("beam_altitude_angles", &self.beam_altitude_angles_deg),
+            ("beam_azimuth_angles", &self.beam_azimuth_angles_deg),
+        ] {
+            if let Some(i) = values.iter().position(|v| !v.is_finite()) {
+                return Err(MetadataError::Inconsistent(format!(
+                    "field `{name}`: value {i} is {}",
+                    values[i]
+                )));
+            }
+        }
+        for (name, value) in [
+            ("lidar_origin_to_beam_origin_mm", self.lidar_origin_to_beam_origin_mm),
+            ("beam_origin_z_mm", self.beam_origin_z_mm),
+        ] {
+            if !value.is_finite() {
+                return Err(MetadataError::Inconsistent(format!("field `{name}` is {value}")));
+            }
+        }
+        for (name, m) in [
+            ("lidar_to_sensor_transform", &self.lidar_to_sensor_transform),
+            ("imu_to_sensor_transform", &self.imu_to_sensor_transform),
+        ] {
+            if isometry_from_row_major(m, TRANSFORM_EPS).is_none() {
+                return Err(MetadataError::Inconsistent(format!(
+                    "field `{name}` is not a rigid 4×4 transform: {m:?}"
                 )));
             }
         }

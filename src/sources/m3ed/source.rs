@@ -27,6 +27,12 @@ const KIND: &str = "M3ED HDF5";
 /// float32 YAML and numpy products).
 const RIGID_EPS: f64 = 1e-4;
 
+/// The largest `/ouster/data` row read as one sweep (64 MiB; an OS1-128 sweep is ≈ 1.6 MB).
+const MAX_SWEEP_BYTES: u64 = 64 << 20;
+
+/// The largest RGB image read (256 MiB; M3ED's are 1280 × 800 × 3 ≈ 3 MB).
+const MAX_IMAGE_BYTES: u64 = 256 << 20;
+
 /// The camera name M3ED's colour camera gets in frames.
 pub const RGB_CAMERA: &str = "ovc_rgb";
 
@@ -225,7 +231,18 @@ impl M3edSource {
                 format!("expected 3 dimensions [sweeps, packets, bytes], found {shape:?}"),
             ));
         }
+        // An int16 dataset read as bytes converts (clamps) every value: refuse it (issue 18: int16
+        // data gave empty sweeps), and size the dataspace before anything trusts its row count.
+        h5::check_u8(path, &data)?;
+        h5::checked_size(path, &data)?;
         let (rows, packets, slot_bytes) = (shape[0], shape[1], shape[2]);
+        if (packets as u64).saturating_mul(slot_bytes as u64) > MAX_SWEEP_BYTES {
+            return Err(SourceError::corrupt(
+                path,
+                "dataset /ouster/data",
+                format!("rows of {packets} × {slot_bytes} bytes are over the {MAX_SWEEP_BYTES}-byte sweep limit"),
+            ));
+        }
         if slot_bytes < format.packet_bytes() || packets * format.columns_per_packet < format.window_columns() {
             return Err(SourceError::corrupt(
                 path,
@@ -263,7 +280,24 @@ impl M3edSource {
             }
         };
 
-        let poses = Self::load_poses(path, &name, &config)?;
+        // Poses, RGB and IMU are optional streams: a damaged one is dropped with a note under
+        // `skip` instead of refusing the LiDAR (issue 18), and fails the open under `fail`.
+        let degrade = |stream: &str, e: SourceError| -> Result<(), SourceError> {
+            match config.on_corrupt {
+                OnCorrupt::Fail => Err(e),
+                OnCorrupt::Skip => {
+                    tracing::warn!("{}: {stream} dropped: {e}", path.display());
+                    Ok(())
+                }
+            }
+        };
+        let poses = match Self::load_poses(path, &name, &config) {
+            Ok(p) => p,
+            Err(e) => {
+                degrade("poses", e)?;
+                None
+            }
+        };
         let mut sweeps = Vec::with_capacity(rows);
         for row in 0..rows {
             let (start, end) = (ts_start_all[row], ts_end_all[row]);
@@ -298,16 +332,30 @@ impl M3edSource {
             });
         }
 
-        let lidar_to_pl = match h5::optional_dataset(path, &file, "ouster/calib/T_to_prophesee_left")? {
-            Some(ds) => Some(rigid(
-                path,
-                "dataset /ouster/calib/T_to_prophesee_left",
-                &h5::read_f64s(path, &ds)?,
-            )?),
-            None => None,
+        let lidar_to_pl = || -> Result<Option<Isometry3<f64>>, SourceError> {
+            match h5::optional_dataset(path, &file, "ouster/calib/T_to_prophesee_left")? {
+                Some(ds) => Ok(Some(rigid(
+                    path,
+                    "dataset /ouster/calib/T_to_prophesee_left",
+                    &h5::read_f64s(path, &ds)?,
+                )?)),
+                None => Ok(None),
+            }
         };
-        let images = Self::load_images(path, &file, lidar_to_pl.as_ref())?;
-        let imu = Self::load_imu(path, &file)?;
+        let images = match lidar_to_pl().and_then(|pl| Self::load_images(path, &file, pl.as_ref())) {
+            Ok(images) => images,
+            Err(e) => {
+                degrade("RGB camera", e)?;
+                None
+            }
+        };
+        let imu = match Self::load_imu(path, &file) {
+            Ok(imu) => imu,
+            Err(e) => {
+                degrade("IMU", e)?;
+                None
+            }
+        };
         let lut = XyzLut::new(&ouster);
         Ok(M3edSource {
             meta: SequenceMeta {
@@ -356,18 +404,28 @@ impl M3edSource {
             ));
         }
         let values = h5::read_f64s(path, &ds)?;
-        let mut poses = Vec::with_capacity(times.len());
-        for (k, m) in values.chunks_exact(16).enumerate() {
-            // Ln_T_L0 maps world (first-frame) coordinates into sweep n's frame; its inverse is
-            // the sensor pose in the world.
-            let current_from_world = rigid(path, &format!("dataset /Ln_T_L0 row {k}"), m)?;
-            poses.push(current_from_world.inverse());
-        }
         if times.windows(2).any(|w| w[1] < w[0]) {
             return Err(SourceError::corrupt(path, "dataset /ts", "pose times are not sorted"));
         }
+        let mut kept_times = Vec::with_capacity(times.len());
+        let mut poses = Vec::with_capacity(times.len());
+        for (k, m) in values.chunks_exact(16).enumerate() {
+            // Ln_T_L0 maps world (first-frame) coordinates into sweep n's frame; its inverse is
+            // the sensor pose in the world. A non-finite or non-rigid row is dropped (its sweep
+            // then finds no pose and is reported) rather than becoming a NaN world pose.
+            match rigid(path, &format!("dataset /Ln_T_L0 row {k}"), m) {
+                Ok(current_from_world) => {
+                    kept_times.push(times[k]);
+                    poses.push(current_from_world.inverse());
+                }
+                Err(e) => match config.on_corrupt {
+                    OnCorrupt::Fail => return Err(e),
+                    OnCorrupt::Skip => tracing::warn!("{e}; pose dropped"),
+                },
+            }
+        }
         Ok(Some(PoseTrack {
-            times,
+            times: kept_times,
             world_from_sensor: poses,
         }))
     }
@@ -380,7 +438,18 @@ impl M3edSource {
         let Some(data) = h5::optional_dataset(path, file, "ovc/rgb/data")? else {
             return Ok(None);
         };
-        let shape = data.shape();
+        h5::check_u8(path, &data)?;
+        let (shape, _) = h5::checked_size(path, &data)?;
+        if shape.len() == 4 && (shape[1] as u64).saturating_mul(shape[2] as u64).saturating_mul(3) > MAX_IMAGE_BYTES {
+            return Err(SourceError::corrupt(
+                path,
+                "dataset /ovc/rgb/data",
+                format!(
+                    "images of {}×{} pixels are over the {MAX_IMAGE_BYTES}-byte image limit",
+                    shape[2], shape[1]
+                ),
+            ));
+        }
         if shape.len() != 4 || shape[3] != 3 {
             return Err(SourceError::corrupt(
                 path,
@@ -543,7 +612,8 @@ impl M3edSource {
         )?;
         let frame = Frame {
             sequence: self.meta.name.clone(),
-            index,
+            // The row, not the readable-sweep ordinal: a skipped row leaves a gap, never a shift.
+            index: entry.row,
             timestamp_micros: entry.ts_start,
             platform: self.meta.platform,
             cloud,

@@ -16,6 +16,7 @@ use nalgebra::Isometry3;
 use ndarray::{Array1, Array2, Array3, ArrayView3, s};
 use thiserror::Error;
 
+use crate::atomic_file::partial_path;
 use crate::frame::{CameraCalibration, Distortion};
 use crate::geometry::pose::row_major_from_isometry;
 
@@ -23,11 +24,24 @@ use super::metadata::{MetadataFlavour, OusterMetadata};
 use super::sweep::{RANGE_MASK, VALID_COLUMN_STATUS};
 
 /// Creates (truncating) an HDF5 file whose root group stores no modification time, so equal
-/// content gives equal bytes.
+/// content gives equal bytes. Writers create `partial_path(final)` and [`commit`] it when done.
 fn create_file(path: &Path) -> hdf5::Result<hdf5::File> {
     hdf5::File::with_options()
         .with_fcpl(|p| p.obj_track_times(false))
         .create(path)
+}
+
+/// Closes an HDF5 file written under `partial_path(path)` (all its handles must be dropped) and
+/// renames it to `path`, so a file under its final name is always complete (issue 18: a killed
+/// `simulate` left half-written `.h5` files under their final names).
+fn commit(path: &Path, file: hdf5::File) -> Result<(), WriteError> {
+    file.flush().map_err(hdf5_error(path, "flush"))?;
+    file.close().map_err(hdf5_error(path, "close"))?;
+    std::fs::rename(partial_path(path), path).map_err(|e| WriteError::Io {
+        path: path.to_path_buf(),
+        what: format!("rename from {}", partial_path(path).display()),
+        source: e,
+    })
 }
 
 /// Encoder ticks per revolution of an OS1.
@@ -45,6 +59,16 @@ pub enum WriteError {
         what: String,
         /// The library's message.
         detail: String,
+    },
+    /// The operating system refused a step (the final rename).
+    #[error("{path}: {what}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The step.
+        what: String,
+        /// The I/O error.
+        source: std::io::Error,
     },
     /// The caller's data does not fit the format.
     #[error("{path}: {what}: {detail}")]
@@ -218,9 +242,11 @@ fn distortion_fields(d: &Distortion) -> (&'static str, [f64; 4]) {
 
 impl M3edWriter {
     /// Creates `path` (overwriting) with the fixed parts: metadata, calibration, root attributes.
+    /// The file is written as `path.partial` and renamed to `path` by [`M3edWriter::finish`], so
+    /// an interrupted writer never leaves a file that looks complete.
     pub fn create(path: &Path, setup: M3edWriterSetup) -> Result<Self, WriteError> {
         let h5 = |what: &str| hdf5_error(path, what);
-        let file = create_file(path).map_err(h5("create"))?;
+        let file = create_file(&partial_path(path)).map_err(h5("create"))?;
         write_text_attributes(
             path,
             &file,
@@ -424,7 +450,7 @@ impl M3edWriter {
         self.imu_omega.push(omega_radps);
     }
 
-    /// Writes the per-sweep, per-image and IMU arrays and closes the file.
+    /// Writes the per-sweep, per-image and IMU arrays, closes the file and renames it into place.
     pub fn finish(self) -> Result<PathBuf, WriteError> {
         let path = self.path.clone();
         let ouster = self.file.group("ouster").map_err(self.err("group /ouster"))?;
@@ -449,7 +475,11 @@ impl M3edWriter {
                 .create(name)
                 .map_err(self.err(&format!("dataset /ovc/imu/{name}")))?;
         }
-        self.file.flush().map_err(self.err("flush"))?;
+        drop((ouster, ovc, imu));
+        let M3edWriter { file, data, rgb, .. } = self;
+        // Every handle into the file goes before it closes, so the close writes it whole.
+        drop((data, rgb));
+        commit(&path, file)?;
         Ok(path)
     }
 }
@@ -531,7 +561,7 @@ pub enum PoseTimeType {
     Float64,
 }
 
-/// Writes `<seq>_pose_gt.h5`: `/Ln_T_L0` = inverse of each sensor pose, `/Cn_T_C0` for the
+/// Writes `<seq>_pose_gt.h5` (as `path.partial`, renamed when complete): `/Ln_T_L0` = inverse of each sensor pose, `/Cn_T_C0` for the
 /// Prophesee-left camera, `/ts`, a zero `/ts_map_prophesee_left` (no events are written) and
 /// the root attributes.
 pub fn write_pose_gt(
@@ -549,7 +579,7 @@ pub fn write_pose_gt(
             detail: format!("{} times for {} poses", times.len(), world_from_sensor.len()),
         });
     }
-    let file = create_file(path).map_err(h5("create"))?;
+    let file = create_file(&partial_path(path)).map_err(h5("create"))?;
     let n = times.len();
     let mut ln_t_l0 = Vec::with_capacity(n * 16);
     let mut cn_t_c0 = Vec::with_capacity(n * 16);
@@ -602,6 +632,5 @@ pub fn write_pose_gt(
             ("creation_date", "1970-01-01 00:00:00"),
         ],
     )?;
-    file.flush().map_err(h5("flush"))?;
-    Ok(())
+    commit(path, file)
 }

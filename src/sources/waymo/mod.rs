@@ -73,7 +73,8 @@ impl Default for WaymoConfig {
 /// The `source_kind` of v1 sequences.
 pub const V1_KIND: &str = "waymo-v1";
 
-/// A v1 segment: one TFRecord file, one `Frame` per record, random access by record index.
+/// A v1 segment: one TFRecord file, one `Frame` per record, random access by readable-frame
+/// ordinal; each frame's `Frame.index` is its record's position in the file.
 #[derive(Debug)]
 pub struct WaymoV1Source {
     reader: TfRecordReader,
@@ -124,10 +125,37 @@ impl WaymoV1Source {
                 ),
             });
         };
-        if let Some((other, _)) = summaries.iter().find(|(n, _)| *n != name) {
+        // Records from another segment spliced into this file would be merged under the first
+        // name and shift every frame after them; refuse them, naming both segments.
+        let spans = reader.spans();
+        if let Some((k, (other, _))) = summaries.iter().enumerate().find(|(_, (n, _))| *n != name) {
+            return Err(SourceError::corrupt(
+                path,
+                spans[k].location(),
+                format!(
+                    "field `context.name`: `{other}` differs from the segment's `{name}` (a record from another segment spliced in)"
+                ),
+            ));
+        }
+        // A repeated timestamp is a duplicated record: report it, keep both (each has its place).
+        let mut by_time: Vec<(i64, usize)> = summaries.iter().enumerate().map(|(k, (_, ts))| (*ts, k)).collect();
+        by_time.sort_unstable();
+        for pair in by_time.windows(2) {
+            if pair[0].0 == pair[1].0 {
+                tracing::warn!(
+                    "{}: {}: duplicate record: timestamp_micros {} already in {}",
+                    path.display(),
+                    spans[pair[1].1].location(),
+                    pair[0].0,
+                    spans[pair[0].1].location()
+                );
+            }
+        }
+        if !reader.skipped().is_empty() {
             tracing::warn!(
-                "{}: records from more than one segment ({name}, {other}); the first names the sequence",
-                path.display()
+                "{}: {} damaged records skipped; frames keep their record positions, so these are gaps",
+                path.display(),
+                reader.skipped().len()
             );
         }
         let meta = SequenceMeta {
@@ -148,6 +176,12 @@ impl WaymoV1Source {
     /// Every frame's `timestamp_micros`, read while indexing.
     pub fn timestamps_micros(&self) -> &[i64] {
         &self.timestamps_micros
+    }
+
+    /// Readable frame `index`'s position in the file (its record ordinal, damaged records
+    /// counted), which is the `Frame.index` it gets: a skipped record leaves a gap, never a shift.
+    pub fn record_index(&self, index: usize) -> Option<usize> {
+        self.reader.spans().get(index).map(|s| s.record)
     }
 
     /// The record reader underneath (record spans, raw bytes).
@@ -177,22 +211,41 @@ pub fn frame_from_proto(p: proto::Frame, sequence: &str, index: usize, config: &
     let timestamp_micros = p.timestamp_micros.ok_or("field `timestamp_micros` missing")?;
     let world_from_vehicle = convert::isometry_from_transform(p.pose.as_ref(), "pose")?;
     let (returns, top_pose) = convert::decode_lasers(&p.lasers, config)?;
-    let cloud = convert::point_cloud(
+    let mut cloud = convert::point_cloud(
         &returns,
         top_pose.as_ref(),
         &context.laser_calibrations,
         &world_from_vehicle,
     )?;
+    // A non-finite intensity poisons a detector's pillar: such points are dropped and counted
+    // here, where the frame is known (issue 18: NaN on 20 % of points passed silently).
+    let finite: Vec<bool> = cloud.intensity().iter().map(|v| v.is_finite()).collect();
+    let dropped = finite.iter().filter(|f| !**f).count();
+    if dropped > 0 {
+        tracing::warn!(
+            "{sequence}: frame {index}: dropped {dropped} of {} points with a non-finite intensity",
+            cloud.len()
+        );
+        cloud = cloud.select(&finite).map_err(|e| e.to_string())?;
+    }
     let cameras = if config.cameras {
         convert::camera_views(p.images, &context.camera_calibrations, timestamp_micros)?
     } else {
         Vec::new()
     };
-    let ground_truth = p
-        .laser_labels
-        .iter()
-        .map(convert::ground_truth_box)
-        .collect::<Result<Vec<_>, _>>()?;
+    // One bad label (a NaN box) costs that label under `skip`, not the frame (issue 18).
+    let mut ground_truth = Vec::with_capacity(p.laser_labels.len());
+    for label in &p.laser_labels {
+        match convert::ground_truth_box(label) {
+            Ok(gt) => ground_truth.push(gt),
+            Err(detail) => match config.on_corrupt {
+                OnCorrupt::Fail => return Err(detail),
+                OnCorrupt::Skip => {
+                    tracing::warn!("{sequence}: frame {index}: {detail}; label skipped");
+                }
+            },
+        }
+    }
     Ok(Frame {
         sequence: sequence.to_string(),
         index,
@@ -215,8 +268,10 @@ impl Source for WaymoV1Source {
         self.reader.len()
     }
 
+    /// Readable frame `index`; its `Frame.index` is the record's position in the file.
     fn frame(&self, index: usize) -> Result<Frame, SourceError> {
         let p = self.frame_proto(index)?;
-        frame_from_proto(p, &self.meta.name, index, &self.config).map_err(|detail| self.corrupt(index, detail))
+        let record = self.record_index(index).unwrap_or(index);
+        frame_from_proto(p, &self.meta.name, record, &self.config).map_err(|detail| self.corrupt(index, detail))
     }
 }

@@ -14,8 +14,9 @@ use crate::sources::{OnCorrupt, SkippedRecord, SourceError};
 pub const HEADER_BYTES: u64 = 12;
 /// Bytes after a record's data: its CRC.
 pub const FOOTER_BYTES: u64 = 4;
-/// The largest record length believed when resynchronising after a damaged header (1 GiB); a
-/// Waymo frame is a few MB, so a bigger length at a candidate offset is taken as noise.
+/// The largest record length believed (1 GiB), in every header and when resynchronising after a
+/// damaged one; a Waymo frame is a few MB, so a bigger length, even behind a matching length CRC
+/// (odds 2⁻³² for noise, but a crafted or fuzzed header passes), is taken as a damaged header.
 pub const MAX_RECORD_BYTES: u64 = 1 << 30;
 
 /// The TFRecord mask of a CRC-32C: rotate right by 15, then add `0xa282ead8`.
@@ -46,7 +47,16 @@ impl RecordSpan {
     }
 
     fn data_offset(&self) -> u64 {
+        // Cannot overflow: a span is only built for a record that fits in its file.
         self.offset + HEADER_BYTES
+    }
+
+    /// The offset just past the record's footer; `None` on overflow.
+    fn end(&self) -> Option<u64> {
+        self.offset
+            .checked_add(HEADER_BYTES)?
+            .checked_add(self.len)?
+            .checked_add(FOOTER_BYTES)
     }
 }
 
@@ -98,13 +108,13 @@ impl TfRecordReader {
             let scan = reader.scan_at(offset, record, file_len, &mut buf)?;
             let (damage, next) = match scan {
                 Scan::Record(span, data) => {
-                    let next = span.data_offset() + span.len + FOOTER_BYTES;
+                    let next = span.end();
                     match data.and_then(|()| check(&buf)) {
                         Ok(()) => {
                             reader.records.push(span);
-                            (None, Some(next))
+                            (None, next)
                         }
-                        Err(detail) => (Some((span.location(), detail)), Some(next)),
+                        Err(detail) => (Some((span.location(), detail)), next),
                     }
                 }
                 Scan::BadHeader { detail, resume } => {
@@ -132,7 +142,7 @@ impl TfRecordReader {
     /// Checks the header at `offset` and, when it is sound, reads the data into `buf` and
     /// checks its CRC.
     fn scan_at(&self, offset: u64, record: usize, file_len: u64, buf: &mut Vec<u8>) -> Result<Scan, SourceError> {
-        let remaining = file_len - offset;
+        let remaining = file_len.saturating_sub(offset);
         if remaining < HEADER_BYTES {
             return Ok(Scan::BadHeader {
                 detail: format!("truncated record header: {remaining} of {HEADER_BYTES} bytes"),
@@ -147,6 +157,15 @@ impl TfRecordReader {
                 resume: self.resync(offset + 1, file_len)?,
             });
         };
+        if len > MAX_RECORD_BYTES {
+            // A length CRC matched but the length is absurd: treat the header as damaged and look
+            // for the next sound one, so that the records after it are not lost.
+            return Ok(Scan::BadHeader {
+                detail: format!("record length {len} exceeds the {MAX_RECORD_BYTES}-byte limit"),
+                resume: self.resync(offset.saturating_add(1), file_len)?,
+            });
+        }
+        // `len ≤ MAX_RECORD_BYTES`, so this cannot overflow.
         let needed = HEADER_BYTES + len + FOOTER_BYTES;
         if needed > remaining {
             return Ok(Scan::BadHeader {
@@ -161,7 +180,10 @@ impl TfRecordReader {
 
     /// Reads a record's data into `buf` and checks its CRC; `Err` holds the damage detail.
     fn read_data(&self, span: &RecordSpan, buf: &mut Vec<u8>) -> Result<(), String> {
-        let len = usize::try_from(span.len).map_err(|_| format!("record length {} too large", span.len))?;
+        let len = usize::try_from(span.len)
+            .ok()
+            .filter(|_| span.len <= MAX_RECORD_BYTES)
+            .ok_or_else(|| format!("record length {} exceeds the {MAX_RECORD_BYTES}-byte limit", span.len))?;
         buf.clear();
         buf.resize(len + FOOTER_BYTES as usize, 0);
         self.file
@@ -193,7 +215,9 @@ impl TfRecordReader {
                 let at = start + i as u64;
                 if let Some(len) = header_length(window)
                     && len <= MAX_RECORD_BYTES
-                    && at + HEADER_BYTES + len + FOOTER_BYTES <= file_len
+                    && at
+                        .checked_add(HEADER_BYTES + len + FOOTER_BYTES)
+                        .is_some_and(|end| end <= file_len)
                 {
                     return Ok(Some(at));
                 }
@@ -337,5 +361,126 @@ mod tests {
         header[8] ^= 1;
         assert_eq!(header_length(&header), None);
         assert_eq!(header_length(&header[..7]), None);
+    }
+
+    /// A file of framed records, with `huge` inserted after record `after` as a header whose
+    /// length CRC matches (issue 18: a length near 2⁶⁴ panicked on add / capacity overflow).
+    fn file_with_forged_length(dir: &Path, records: &[&[u8]], after: usize, huge: u64) -> PathBuf {
+        let mut bytes = Vec::new();
+        for (i, r) in records.iter().enumerate() {
+            let mut w = TfRecordWriter::new(Vec::new());
+            w.write_record(r).unwrap();
+            bytes.extend(w.finish().unwrap());
+            if i == after {
+                let len = huge.to_le_bytes();
+                bytes.extend_from_slice(&len);
+                bytes.extend_from_slice(&masked_crc32c(&len).to_le_bytes());
+                bytes.extend_from_slice(b"junk");
+            }
+        }
+        let path = dir.join("forged.tfrecord");
+        std::fs::write(&path, bytes).unwrap();
+        path
+    }
+
+    #[test]
+    fn a_forged_huge_length_is_a_damaged_header_not_a_panic() {
+        let dir = tempfile::tempdir().unwrap();
+        for huge in [u64::MAX, u64::MAX - 15, u64::MAX - 16, 1 << 63, MAX_RECORD_BYTES + 1] {
+            let path = file_with_forged_length(dir.path(), &[b"first", b"second"], 0, huge);
+            let reader = TfRecordReader::open(&path, OnCorrupt::Skip).unwrap();
+            // The good record before the forged header and the one after it both survive.
+            assert_eq!(reader.len(), 2, "length {huge}");
+            assert_eq!(reader.read(0).unwrap(), b"first");
+            assert_eq!(reader.read(1).unwrap(), b"second");
+            // The one after it keeps its position in the file: record 2 (the forged header is 1).
+            assert_eq!(reader.spans()[1].record, 2);
+            assert_eq!(reader.skipped().len(), 1);
+            assert!(reader.skipped()[0].detail.contains("exceeds"), "{:?}", reader.skipped());
+            let e = TfRecordReader::open(&path, OnCorrupt::Fail).unwrap_err();
+            assert!(matches!(e, SourceError::Corrupt { .. }), "{e}");
+            assert!(e.to_string().contains("record 1 at offset"), "{e}");
+        }
+    }
+
+    #[test]
+    fn a_forged_huge_length_as_the_last_header_is_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = file_with_forged_length(dir.path(), &[b"only"], 0, u64::MAX - 3);
+        let reader = TfRecordReader::open(&path, OnCorrupt::Skip).unwrap();
+        assert_eq!(reader.len(), 1);
+        assert_eq!(reader.skipped().len(), 1);
+    }
+
+    /// Seeded structured cases (issue 18: byte flips never forge a length CRC, so random fuzzing
+    /// missed the overflow): files of random records with forged headers of random and extreme
+    /// lengths, valid CRCs, spliced in at random points, then a few flipped bytes. The reader
+    /// never panics, and every record before the first damage reads back intact.
+    #[test]
+    fn seeded_forged_headers_never_panic_and_keep_earlier_records() {
+        let mut state = 42u64;
+        let mut next = move || {
+            state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = state;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            z ^ (z >> 31)
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("case.tfrecord");
+        for case in 0..300 {
+            let mut bytes = Vec::new();
+            let mut good_prefix = Vec::new();
+            let mut damaged = false;
+            for _ in 0..(next() % 6 + 1) {
+                if next() % 3 == 0 {
+                    let len = match next() % 4 {
+                        0 => u64::MAX - next() % 32,
+                        1 => (1u64 << 63) + next() % 1024,
+                        2 => MAX_RECORD_BYTES + 1 + next() % 4096,
+                        _ => next(),
+                    };
+                    let len = len.to_le_bytes();
+                    bytes.extend_from_slice(&len);
+                    bytes.extend_from_slice(&masked_crc32c(&len).to_le_bytes());
+                    damaged = true;
+                } else {
+                    let data: Vec<u8> = (0..next() % 64).map(|_| next() as u8).collect();
+                    let mut w = TfRecordWriter::new(Vec::new());
+                    w.write_record(&data).unwrap();
+                    bytes.extend(w.finish().unwrap());
+                    if !damaged {
+                        good_prefix.push(data);
+                    }
+                }
+            }
+            let flips = next() % 3;
+            let mut first_flip = bytes.len();
+            for _ in 0..flips {
+                if !bytes.is_empty() {
+                    let at = (next() % bytes.len() as u64) as usize;
+                    bytes[at] ^= (next() % 255 + 1) as u8;
+                    first_flip = first_flip.min(at);
+                }
+            }
+            std::fs::write(&path, &bytes).unwrap();
+            for policy in [OnCorrupt::Skip, OnCorrupt::Fail] {
+                if let Ok(reader) = TfRecordReader::open(&path, policy) {
+                    for i in 0..reader.len() {
+                        let _ = reader.read(i);
+                    }
+                }
+            }
+            let reader = TfRecordReader::open(&path, OnCorrupt::Skip).unwrap();
+            // Records wholly before the first flipped byte and the first forged header survive.
+            let mut end = 0u64;
+            for (k, data) in good_prefix.iter().enumerate() {
+                end += HEADER_BYTES + data.len() as u64 + FOOTER_BYTES;
+                if end as usize > first_flip {
+                    break;
+                }
+                assert_eq!(&reader.read(k).unwrap(), data, "case {case}: record {k}");
+            }
+        }
     }
 }
