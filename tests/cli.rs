@@ -94,11 +94,27 @@ fn demo_runs_the_pipeline_and_eval_reads_its_shards_to_the_printed_scores() {
         });
         assert!(seen > 0);
 
+        // The demo scores against the objects the detectors could see (≥ 1 return, |x|, |y| <
+        // 51.2 m, the bundled detectors' widest range); `eval` gets the same truth, filtered here.
+        let visible: String = std::fs::read_to_string(&truth)
+            .unwrap()
+            .lines()
+            .filter(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                let b = v["box"].as_array().unwrap();
+                v["num_points"].as_u64().is_none_or(|n| n >= 1)
+                    && b[0].as_f64().unwrap().abs() < 51.2
+                    && b[1].as_f64().unwrap().abs() < 51.2
+            })
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let visible_path = dir.path().join(format!("{platform}_visible.jsonl"));
+        std::fs::write(&visible_path, visible).unwrap();
         let json = dir.path().join(format!("{platform}_shards.json"));
         let eval = boxlayer()
             .arg("eval")
             .arg("--gt")
-            .arg(&truth)
+            .arg(&visible_path)
             .arg("--pred")
             .arg(&shards)
             .arg("--json")

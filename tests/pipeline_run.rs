@@ -245,6 +245,12 @@ fn a_damaged_record_is_skipped_and_listed_or_fails_the_sequence_without_success(
     let dir = only_dir(&summary);
     let frames = read_frame_rows(&dir.join("frames.parquet")).unwrap();
     assert_eq!(frames.len(), 4, "the good frames are written");
+    let indices: Vec<i64> = frames.iter().map(|f| f.frame_index).collect();
+    assert_eq!(
+        indices,
+        [0, 1, 3, 4],
+        "good frames keep their identity: the damaged one leaves a gap"
+    );
     let manifest: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap()).unwrap();
     let errors = manifest["errors"].as_array().unwrap();
