@@ -17,6 +17,7 @@ mod tracker;
 
 use std::collections::BTreeMap;
 
+use rayon::prelude::*;
 use thiserror::Error;
 
 pub use association::{Candidate, assign};
@@ -66,32 +67,38 @@ pub fn consolidate(
 ) -> Result<Consolidation, TrackError> {
     config.validate()?;
     let sequence = prepare(frames)?;
-    let mut tracks: Vec<ClassTrack> = Vec::new();
-    for class in ObjectClass::ALL {
-        let ci = class_index(class);
-        if sequence.detections.iter().all(|d| d[ci].is_empty()) {
-            continue;
-        }
-        let c = config.class(class);
-        match config.mode {
-            TrackMode::Offline => {
-                let n = frames.len();
-                let forward = run_pass(&sequence, ci, c, config.two_stage, 0..n, |_, _| {});
-                let backward = run_pass(&sequence, ci, c, config.two_stage, (0..n).rev(), |_, _| {});
-                for plan in refine_class(&forward, &backward, frames, points, &sequence, ci, c) {
-                    tracks.push(ClassTrack {
-                        class,
-                        motion: Some(plan.motion),
-                        score: plan.score,
-                        num_detected: plan.num_detected,
-                        size: plan.size,
-                        boxes: plan.boxes,
-                    });
-                }
+    // Classes are tracked independently, so they run in parallel; collecting in class order keeps
+    // the output identical to a sequential run.
+    let per_class: Vec<Vec<ClassTrack>> = ObjectClass::ALL
+        .par_iter()
+        .map(|&class| {
+            let ci = class_index(class);
+            if sequence.detections.iter().all(|d| d[ci].is_empty()) {
+                return Vec::new();
             }
-            TrackMode::ForwardOnly => tracks.extend(forward_only(&sequence, ci, class, c, config.two_stage)),
-        }
-    }
+            let c = config.class(class);
+            match config.mode {
+                TrackMode::Offline => {
+                    let n = frames.len();
+                    let forward = run_pass(&sequence, ci, c, config.two_stage, 0..n, |_, _| {});
+                    let backward = run_pass(&sequence, ci, c, config.two_stage, (0..n).rev(), |_, _| {});
+                    refine_class(&forward, &backward, frames, points, &sequence, ci, c)
+                        .into_iter()
+                        .map(|plan| ClassTrack {
+                            class,
+                            motion: Some(plan.motion),
+                            score: plan.score,
+                            num_detected: plan.num_detected,
+                            size: plan.size,
+                            boxes: plan.boxes,
+                        })
+                        .collect()
+                }
+                TrackMode::ForwardOnly => forward_only(&sequence, ci, class, c, config.two_stage),
+            }
+        })
+        .collect();
+    let tracks: Vec<ClassTrack> = per_class.into_iter().flatten().collect();
     Ok(finish(frames, &sequence, tracks))
 }
 
