@@ -22,7 +22,7 @@ pub const DEMO_CONFIG: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/pipelines/de
 #[derive(Debug, Error)]
 pub enum DemoError {
     /// A simulated sequence could not be written as M3ED files.
-    #[error("simulate {platform}: {source}")]
+    #[error("simulate {platform}")]
     Sim {
         /// The platform being simulated.
         platform: Platform,
@@ -30,13 +30,13 @@ pub enum DemoError {
         source: SimWriteError,
     },
     /// The simulated vehicle sequence could not be written as a Waymo segment.
-    #[error("simulate vehicle: {0}")]
+    #[error("simulate vehicle")]
     SimWaymo(#[from] WaymoWriteError),
     /// The pipeline failed.
     #[error(transparent)]
     Pipeline(#[from] PipelineError),
     /// The truth could not be read back.
-    #[error("read the simulated truth: {0}")]
+    #[error("read the simulated truth")]
     Truth(#[from] EvalError),
 }
 

@@ -19,7 +19,7 @@ use crate::track::TrackingProfiles;
 #[derive(Debug, Error)]
 pub enum ConfigError {
     /// The file could not be read.
-    #[error("{path}: {source}")]
+    #[error("{path}")]
     Io {
         /// The config file.
         path: PathBuf,

@@ -57,7 +57,7 @@ pub enum PipelineError {
     #[error(transparent)]
     Source(#[from] SourceError),
     /// A detector could not be loaded.
-    #[error("detector {path}: {source}")]
+    #[error("detector {path}")]
     DetectorLoad {
         /// The detector folder.
         path: PathBuf,
@@ -65,7 +65,7 @@ pub enum PipelineError {
         source: Box<DetectError>,
     },
     /// A detector failed on a frame.
-    #[error("{sequence}: frame {frame}: {source}")]
+    #[error("{sequence}: frame {frame}")]
     Detect {
         /// The sequence.
         sequence: String,
@@ -75,7 +75,7 @@ pub enum PipelineError {
         source: Box<DetectError>,
     },
     /// Fusion failed on a frame.
-    #[error("{sequence}: frame {frame}: {source}")]
+    #[error("{sequence}: frame {frame}")]
     Fuse {
         /// The sequence.
         sequence: String,
@@ -85,7 +85,7 @@ pub enum PipelineError {
         source: FuseError,
     },
     /// Tracking failed on a sequence.
-    #[error("{sequence}: {source}")]
+    #[error("{sequence}")]
     Track {
         /// The sequence.
         sequence: String,
@@ -96,10 +96,10 @@ pub enum PipelineError {
     #[error(transparent)]
     Shard(#[from] ShardError),
     /// The ground truth to score against could not be read.
-    #[error("ground truth: {0}")]
+    #[error("ground truth")]
     Truth(#[from] crate::eval::EvalError),
     /// A scratch or output file could not be written.
-    #[error("{path}: {source}")]
+    #[error("{path}")]
     Io {
         /// The file.
         path: PathBuf,

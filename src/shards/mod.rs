@@ -24,7 +24,7 @@ pub use writer::{PointsWriter, SUCCESS_FILE, SequenceWriter, ShardOptions, stagi
 #[derive(Debug, Error)]
 pub enum ShardError {
     /// The operating system refused a read or write.
-    #[error("{path}: {source}")]
+    #[error("{path}")]
     Io {
         /// The file.
         path: PathBuf,
