@@ -23,7 +23,7 @@ fn kbf(min_votes: u32) -> FusionConfig {
     c
 }
 
-/// KBF with the density-peak centre and heading (`pipelines/fusion.toml`'s estimators).
+/// KBF with the density-peak centre and heading (`pipelines/base.toml`'s `[fusion]`'s estimators).
 fn kbf_peak(min_votes: u32, yaw_sigma: f64) -> FusionConfig {
     let mut c = kbf(min_votes);
     c.vehicle.centre_estimate = CentreEstimate::Peak;

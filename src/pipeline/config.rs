@@ -355,25 +355,6 @@ impl PipelineConfig {
         })
     }
 
-    /// Parses TOML text without `extends` (for embedded configs); `path` names it in errors and
-    /// is where relative paths start.
-    pub fn parse(text: &str, path: &Path) -> Result<LoadedConfig, ConfigError> {
-        let config: PipelineConfig = toml::from_str(text).map_err(|e| ConfigError::Parse {
-            path: path.into(),
-            reason: e.to_string(),
-        })?;
-        config.validate(path)?;
-        let resolved_toml = toml::to_string(&config).map_err(|e| ConfigError::Parse {
-            path: path.into(),
-            reason: e.to_string(),
-        })?;
-        Ok(LoadedConfig {
-            config,
-            path: path.into(),
-            resolved_toml,
-        })
-    }
-
     /// Checks every value and every path the config names; `path` is the config file.
     pub fn validate(&self, path: &Path) -> Result<(), ConfigError> {
         let invalid = |key: String, reason: String| ConfigError::Invalid {

@@ -60,7 +60,7 @@ pub struct ClassTrackConfig {
     pub max_center_distance_m: f64,
     /// Detections at or above this score take part in the first association stage and may start
     /// tracks (unitless); default 0.2: the pipeline's fused scores are scaled by the share of
-    /// detectors that voted (`pipelines/fusion.toml`), so a box one detector of three saw scores
+    /// detectors that voted (`pipelines/base.toml`'s `[fusion]`), so a box one detector of three saw scores
     /// at most 1/3 (SimpleTrack's 0.5 is for one detector's raw scores).
     pub high_score: f64,
     /// Detections in `[low_score, high_score)` may only extend tracks left unmatched by the
