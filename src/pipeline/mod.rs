@@ -221,6 +221,8 @@ struct Planned {
     shown_path: String,
     kind: Option<SourceKind>,
     platform: Platform,
+    /// The log, when planning already opened it (`--input`: its name is the sequence's).
+    opened: Option<Box<dyn crate::sources::Source>>,
 }
 
 /// Loads every detector of the config once.
@@ -313,8 +315,9 @@ fn plan(options: &RunOptions) -> Result<Vec<Planned>, PipelineError> {
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default(),
-            kind: Some(kind_of(source.meta().source_kind)),
+            kind: source.meta().source_kind.parse().ok(),
             platform,
+            opened: Some(source),
         }]);
     }
     let Some(manifest_path) = &config.source.data_manifest else {
@@ -352,12 +355,9 @@ fn plan(options: &RunOptions) -> Result<Vec<Planned>, PipelineError> {
             shown_path: e.path.to_string_lossy().into_owned(),
             kind: Some(e.source_kind),
             platform: e.platform,
+            opened: None,
         })
         .collect())
-}
-
-fn kind_of(name: &str) -> SourceKind {
-    name.parse().unwrap_or(SourceKind::WaymoV1)
 }
 
 /// The raw detections of an earlier run, by frame index.
@@ -422,7 +422,14 @@ fn run_one(
         _ => Some(stored_detections(&dir)?),
     };
     let records = detector_records(options, detectors, &dir);
-    let source = crate::sources::open(&p.path, p.kind, &config.source.reader_options())?;
+    let reopened;
+    let source: &dyn crate::sources::Source = match &p.opened {
+        Some(source) => source.as_ref(),
+        None => {
+            reopened = crate::sources::open(&p.path, p.kind, &config.source.reader_options())?;
+            reopened.as_ref()
+        }
+    };
     let mut writer = SequenceWriter::create(
         &dir,
         &p.name,
@@ -439,7 +446,7 @@ fn run_one(
     };
     let job = SequenceJob {
         config,
-        source: source.as_ref(),
+        source,
         platform: p.platform,
         detections,
         frames: options.frames.clone(),
