@@ -117,7 +117,7 @@ enum Command {
         /// Prediction format, guessed the same way by default.
         #[arg(long)]
         pred_format: Option<boxlayer::eval::InputFormat>,
-        /// Also write the full results as JSON to this file.
+        /// Also write the full results as JSON to this file (`-`: to standard output instead of the table).
         #[arg(long)]
         json: Option<PathBuf>,
         /// An `EvalConfig` TOML file; defaults apply to everything it leaves out.
@@ -184,6 +184,17 @@ fn parse_range(text: &str) -> Result<std::ops::Range<usize>, String> {
     Ok(a..b)
 }
 
+/// Writes `text` to standard output. A closed stdout (`boxlayer … | head`) ends the output
+/// quietly, as Unix tools do, instead of panicking as `print!` would; files already written stay.
+fn write_stdout(text: &str) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let mut stdout = std::io::stdout().lock();
+    match stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other.context("write to standard output"),
+    }
+}
+
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("BOXLAYER_LOG").unwrap_or_else(|_| "info".into()))
@@ -214,7 +225,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 progress: true,
             };
             let report = boxlayer::demo::run(&options).context("demo")?;
-            print!("{report}");
+            write_stdout(&report.to_string())?;
         }
         Command::Run {
             config,
@@ -243,7 +254,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 progress: true,
             };
             let summary = boxlayer::pipeline::run(&options).context("run")?;
-            print!("{summary}");
+            write_stdout(&summary.to_string())?;
         }
         Command::Bench {
             frames,
@@ -270,7 +281,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 out: out.join("shards"),
             })
             .context("bench")?;
-            print!("{report}");
+            write_stdout(&report.to_string())?;
         }
         Command::Fuse {
             detections,
@@ -282,7 +293,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let text = boxlayer::pipeline::fuse_detections_file(&detections, &loaded.config.fusion, platform)
                 .with_context(|| format!("fuse {}", detections.display()))?;
             if out.as_os_str() == "-" {
-                print!("{text}");
+                write_stdout(&text)?;
             } else {
                 boxlayer::atomic_file::write_atomic(&out, text.as_bytes())
                     .with_context(|| format!("write {}", out.display()))?;
@@ -290,7 +301,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Inspect { file } => {
             let summary = boxlayer::inspect::inspect(&file).with_context(|| format!("inspect {}", file.display()))?;
-            print!("{summary}");
+            write_stdout(&summary.to_string())?;
         }
         Command::Eval {
             gt,
@@ -321,9 +332,17 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     boxlayer::eval::evaluate(&gt_data, &pred_data, &config).context("eval")?
                 }
             };
-            print!("{report}");
-            if let Some(path) = json {
-                boxlayer::eval::write_json_report(&path, &report)?;
+            match json {
+                // `-` means standard output instead of the table, as for `detect --json -`.
+                Some(path) if path.as_os_str() == "-" => {
+                    let text = serde_json::to_string_pretty(&report).context("encode the report as JSON")?;
+                    write_stdout(&(text + "\n"))?;
+                }
+                Some(path) => {
+                    write_stdout(&report.to_string())?;
+                    boxlayer::eval::write_json_report(&path, &report)?;
+                }
+                None => write_stdout(&report.to_string())?,
             }
         }
         Command::Detect {
@@ -336,12 +355,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 .with_context(|| format!("detect {} with {}", file.display(), detector.display()))?;
             let text = serde_json::to_string_pretty(&report).context("encode the report as JSON")?;
             match json {
-                Some(path) if path.as_os_str() == "-" => println!("{text}"),
+                Some(path) if path.as_os_str() == "-" => write_stdout(&format!("{text}\n"))?,
                 Some(path) => {
-                    print!("{report}");
+                    write_stdout(&report.to_string())?;
                     std::fs::write(&path, text + "\n").with_context(|| format!("write {}", path.display()))?;
                 }
-                None => print!("{report}"),
+                None => write_stdout(&report.to_string())?,
             }
         }
         Command::Simulate {
@@ -373,12 +392,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 }
                 let summary =
                     boxlayer::sim::simulate_waymo_with(config, &options, frames, seed, &out).context("simulate")?;
-                print!("{}", summary.display(started.elapsed()));
+                write_stdout(&summary.display(started.elapsed()).to_string())?;
             } else if cameras.is_some() {
                 anyhow::bail!("--cameras applies to --platform vehicle (Waymo cameras)");
             } else {
                 let summary = boxlayer::sim::simulate_m3ed(config, platform, frames, seed, &out).context("simulate")?;
-                print!("{}", summary.display(started.elapsed()));
+                write_stdout(&summary.display(started.elapsed()).to_string())?;
             }
         }
     }

@@ -169,3 +169,69 @@ fn inspect_summarises_a_model_and_refuses_unknown_files() {
     let err = String::from_utf8(out.stderr).unwrap();
     assert!(err.contains("notes.xyz: not a format boxlayer reads yet"), "{err}");
 }
+
+/// Issue 18: a closed standard output (`boxlayer … | head`) ends the output quietly instead of
+/// panicking (exit 101). The read end of the pipe is closed before the child starts, so its first
+/// write fails with EPIPE every time.
+#[test]
+fn a_closed_stdout_is_not_a_panic() {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    let mut fds = [0i32; 2];
+    // SAFETY: `pipe` fills two fresh descriptors; each is owned once below.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    let (read_end, write_end) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    drop(read_end);
+    let model = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/affine.onnx");
+    let out = boxlayer()
+        .arg("inspect")
+        .arg(&model)
+        .stdout(std::process::Stdio::from(write_end))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("panicked"));
+}
+
+/// Issue 18: `--json -` means standard output for `eval` as for `detect`.
+#[test]
+fn eval_json_dash_writes_the_report_to_stdout() {
+    let dir = tempfile::tempdir().unwrap();
+    let gt = dir.path().join("gt.jsonl");
+    std::fs::write(
+        &gt,
+        "{\"sequence\":\"s\",\"frame\":0,\"box\":[1,2,0,4,2,1.5,0],\"class\":\"vehicle\"}\n",
+    )
+    .unwrap();
+    let out = boxlayer()
+        .current_dir(dir.path())
+        .args(["eval", "--json", "-", "--gt"])
+        .arg(&gt)
+        .arg("--pred")
+        .arg(&gt)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!dir.path().join("-").exists(), "no file named `-`");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["detection"].is_array());
+}
+
+/// Issue 18: an `ORT_DYLIB_PATH` that points at no file is an error naming it, not silently ignored.
+#[test]
+fn a_missing_ort_dylib_path_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("000000.bin");
+    std::fs::write(&bin, [0u8; 32]).unwrap();
+    let detector = Path::new(env!("CARGO_MANIFEST_DIR")).join("detectors/centerpoint_pillar_sim");
+    let out = boxlayer()
+        .env("ORT_DYLIB_PATH", dir.path().join("nowhere.so"))
+        .arg("detect")
+        .arg("--detector")
+        .arg(&detector)
+        .arg(&bin)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("nowhere.so") && err.contains("not a file"), "{err}");
+}

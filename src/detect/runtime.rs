@@ -47,8 +47,9 @@ pub enum RuntimeError {
     },
 }
 
-/// Where ONNX Runtime is looked for, in order: `ORT_DYLIB_PATH`; `.ort/` in the repository this
-/// binary was built from; `.ort/` beside the executable or in any folder above it.
+/// Where ONNX Runtime is looked for: `ORT_DYLIB_PATH` when set (and only there: a path that is not
+/// a file is an error); otherwise `.ort/` in the repository this binary was built from, then `.ort/`
+/// beside the executable or in any folder above it.
 pub fn find_onnxruntime() -> Result<PathBuf, RuntimeError> {
     let mut searched = Vec::new();
     if let Some(p) = std::env::var_os("ORT_DYLIB_PATH") {
@@ -56,7 +57,11 @@ pub fn find_onnxruntime() -> Result<PathBuf, RuntimeError> {
         if p.is_file() {
             return Ok(p);
         }
-        searched.push(format!("ORT_DYLIB_PATH={} (not a file)", p.display()));
+        // An explicit choice that points nowhere is a mistake to report, not a cue to quietly
+        // load some other copy of the library.
+        return Err(RuntimeError::NotFound {
+            searched: format!("ORT_DYLIB_PATH={} (not a file)", p.display()),
+        });
     }
     let mut candidates = vec![Path::new(env!("CARGO_MANIFEST_DIR")).join(".ort")];
     if let Ok(exe) = std::env::current_exe() {
