@@ -82,15 +82,11 @@ fn class_index(class: ObjectClass) -> usize {
 /// One frame's per-frame labels.
 fn fuse_frame(detections: &[Detection], fusion: Fusion, fuser: &Fuser) -> Result<Vec<TrackInputBox>> {
     Ok(match fusion {
+        // The pipeline's own hand-off from fusion to tracking.
         Fusion::Kbf => fuser
             .fuse(detections)?
-            .into_iter()
-            .map(|b| TrackInputBox {
-                box3: b.box3,
-                class: b.class,
-                score: f64::from(b.score),
-                votes: b.votes,
-            })
+            .iter()
+            .map(boxlayer::pipeline::track_input)
             .collect(),
         Fusion::UnionNms => {
             let mut out = Vec::new();
