@@ -421,7 +421,12 @@ fn run_one(
         (StartFrom::Read, None) => None,
         _ => Some(stored_detections(&dir)?),
     };
-    let records = detector_records(options, detectors, &dir);
+    // Given detections come from the user's own detectors: no record of ours describes them.
+    let records = if given.is_some() {
+        Vec::new()
+    } else {
+        detector_records(options, detectors, &dir)
+    };
     let reopened;
     let source: &dyn crate::sources::Source = match &p.opened {
         Some(source) => source.as_ref(),
