@@ -11,7 +11,7 @@ fn repo(rel: &str) -> std::path::PathBuf {
 }
 
 fn split_names(file: &str) -> Vec<String> {
-    let text = std::fs::read_to_string(repo("../shared/fixtures/3eed-splits").join(file)).unwrap();
+    let text = std::fs::read_to_string(repo("tests/fixtures/shared/3eed-splits").join(file)).unwrap();
     text.lines()
         .map(str::trim)
         .filter(|l| !l.is_empty())

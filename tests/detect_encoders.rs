@@ -1,4 +1,4 @@
-//! The real CenterPoint-pillar encoders in ../shared/fixtures/onnx-pfn/ (point-major [N,20,10] and
+//! The real CenterPoint-pillar encoders in tests/fixtures/shared/onnx-pfn/ (copies of ../shared/fixtures/onnx-pfn/) (point-major [N,20,10] and
 //! channel-major [1,10,N,20]) load through manifests and run on pillars built by boxlayer, and
 //! scatter into NCHW and NHWC canvases alike.
 

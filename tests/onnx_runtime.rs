@@ -1,5 +1,5 @@
 //! ONNX Runtime is found, loads, and runs models: a hand-checkable affine graph and the real
-//! CenterPoint pillar encoders from ../shared/fixtures/onnx-pfn/.
+//! CenterPoint pillar encoders from tests/fixtures/shared/onnx-pfn/.
 
 use std::path::{Path, PathBuf};
 
@@ -37,8 +37,8 @@ fn describe_lists_dynamic_axes() {
 
 #[test]
 fn real_pillar_encoder_runs_and_zero_pillars_agree_across_layouts() {
-    let point_major = fixture("../shared/fixtures/onnx-pfn/carkusl_pfe.onnx");
-    let channel_major = fixture("../shared/fixtures/onnx-pfn/carkusl_pfe_sim.onnx");
+    let point_major = fixture("tests/fixtures/shared/onnx-pfn/carkusl_pfe.onnx");
+    let channel_major = fixture("tests/fixtures/shared/onnx-pfn/carkusl_pfe_sim.onnx");
     if !point_major.exists() {
         panic!(
             "fixture missing: {} (the shared/ folder sits beside the repository)",

@@ -13,6 +13,9 @@ use boxlayer::demo::simulate_log;
 use boxlayer::pipeline::{PipelineConfig, PipelineError, RunOptions, RunSummary, StartFrom, run};
 use boxlayer::shards::{SUCCESS_FILE, read_box_rows, read_frame_rows};
 
+#[path = "support/waymo_fixture.rs"]
+mod waymo_fixture;
+
 const FRAMES: usize = 6;
 
 fn repo(path: &str) -> PathBuf {
@@ -155,27 +158,9 @@ fn the_full_pipeline_on_three_platforms_passes_the_independent_reader_and_reruns
     );
 }
 
-/// A Waymo fixture frame; skipped with one message outside CI when `../shared/fixtures` is absent.
-fn waymo_fixture(name: &str) -> Option<PathBuf> {
-    let path = repo("../shared/fixtures/waymo").join(name);
-    if path.is_file() {
-        return Some(path);
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "{}: fixture missing on CI",
-        path.display()
-    );
-    eprintln!(
-        "skipped: {} is not here (the Waymo fixtures live outside the repository)",
-        path.display()
-    );
-    None
-}
-
 #[test]
 fn labels_mode_turns_the_logs_labels_into_box_rows_with_their_ids() {
-    let Some(fixture) = waymo_fixture("frame_with_cameras.tfrecord") else {
+    let Some(fixture) = waymo_fixture::waymo_fixture("frame_with_cameras.tfrecord") else {
         return;
     };
     let tmp = tempfile::tempdir().unwrap();

@@ -10,6 +10,9 @@
 
 #[path = "support/folder_files.rs"]
 mod folder_files;
+#[path = "support/waymo_fixture.rs"]
+mod waymo_fixture;
+
 use folder_files::files;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -437,7 +440,9 @@ fn simulate_cli_writes_a_vehicle_segment_that_inspect_summarises() {
 /// (x, y) of `frame_with_cameras.tfrecord`; heights 7 cm below the TOP LiDAR on both.
 #[test]
 fn camera_calibrations_are_modelled_on_the_real_car() {
-    let real_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/waymo/frame_with_cameras.tfrecord");
+    let Some(real_path) = waymo_fixture::waymo_fixture("frame_with_cameras.tfrecord") else {
+        return;
+    };
     let real = WaymoV1Source::open(&real_path, WaymoConfig::default()).unwrap();
     let real = real.frame_proto(0).unwrap().context.unwrap();
     let real_top_z = real

@@ -2,7 +2,6 @@
 //! (`../shared/fixtures/waymo/`, issue 5 acceptance).
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 
 use boxlayer::camera::project_box;
 use boxlayer::frame::{CameraAxes, ObjectClass};
@@ -10,15 +9,22 @@ use boxlayer::sources::Source;
 use boxlayer::sources::waymo::v2::{ComponentTable, camera_from_name};
 use boxlayer::sources::waymo::{WaymoConfig, WaymoV1Source};
 
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/fixtures/waymo")
-        .join(name)
+#[path = "support/waymo_fixture.rs"]
+mod waymo_fixture;
+
+/// The fixture, or an early return from the test when it is absent outside CI.
+macro_rules! fixture {
+    ($name:expr) => {
+        match waymo_fixture::waymo_fixture($name) {
+            Some(path) => path,
+            None => return,
+        }
+    };
 }
 
 #[test]
 fn frame_with_cameras_decodes_cameras_labels_and_metadata() {
-    let source = WaymoV1Source::open(&fixture("frame_with_cameras.tfrecord"), WaymoConfig::default()).unwrap();
+    let source = WaymoV1Source::open(&fixture!("frame_with_cameras.tfrecord"), WaymoConfig::default()).unwrap();
     assert_eq!(source.len(), 1);
     assert_eq!(source.meta().name, "1024360143612057520_3580_000_3600_000");
     assert!(source.meta().skipped.is_empty());
@@ -85,7 +91,7 @@ fn frame_with_cameras_decodes_cameras_labels_and_metadata() {
 /// reproduces the file's `projected_lidar_labels` (reference §1.3).
 #[test]
 fn projected_lidar_labels_are_reproduced_by_the_camera_model() {
-    let source = WaymoV1Source::open(&fixture("frame_with_cameras.tfrecord"), WaymoConfig::default()).unwrap();
+    let source = WaymoV1Source::open(&fixture!("frame_with_cameras.tfrecord"), WaymoConfig::default()).unwrap();
     let frame = source.frame(0).unwrap();
     let projected = source.frame_proto(0).unwrap().projected_lidar_labels;
     let mut all_errors = Vec::new();
@@ -151,7 +157,7 @@ fn projected_lidar_labels_are_reproduced_by_the_camera_model() {
 
 #[test]
 fn stripped_frame_without_images_or_lasers_reads() {
-    let source = WaymoV1Source::open(&fixture("frame_calib_labels.tfrecord"), WaymoConfig::default()).unwrap();
+    let source = WaymoV1Source::open(&fixture!("frame_calib_labels.tfrecord"), WaymoConfig::default()).unwrap();
     assert_eq!(source.meta().name, "1071392229495085036_1844_790_1864_790");
     let frame = source.frame(0).unwrap();
     assert_eq!(frame.timestamp_micros, 1507315488219118);
@@ -176,7 +182,7 @@ fn stripped_frame_without_images_or_lasers_reads() {
 
 #[test]
 fn v2_vehicle_pose_reads_float_transforms() {
-    let t = ComponentTable::read(&fixture("v2_vehicle_pose.parquet"), &[], None).unwrap();
+    let t = ComponentTable::read(&fixture!("v2_vehicle_pose.parquet"), &[], None).unwrap();
     assert_eq!(t.num_rows(), 199);
     let ts = t.i64_column("key.frame_timestamp_micros").unwrap();
     assert_eq!(ts.iter().flatten().min(), Some(&1552440195362591));
@@ -200,7 +206,7 @@ fn v2_vehicle_pose_reads_float_transforms() {
 
 #[test]
 fn v2_camera_hkp_reads_string_enums_and_list_columns() {
-    let t = ComponentTable::read(&fixture("v2_camera_hkp.parquet"), &[], None).unwrap();
+    let t = ComponentTable::read(&fixture!("v2_camera_hkp.parquet"), &[], None).unwrap();
     assert_eq!(t.num_rows(), 15_844);
     let cameras = t.enum_column("key.camera_name", camera_from_name).unwrap();
     assert!(cameras.iter().all(|c| matches!(c, Some(1..=5))));
@@ -216,7 +222,7 @@ fn v2_camera_hkp_reads_string_enums_and_list_columns() {
     assert!(xs.iter().flatten().all(|v| v.len() <= 14));
     // Only selected rows: the row selection returns exactly those rows.
     let some = ComponentTable::read(
-        &fixture("v2_camera_hkp.parquet"),
+        &fixture!("v2_camera_hkp.parquet"),
         &["key.camera_name"],
         Some(&[0, 1, 2, 15_843]),
     )
@@ -227,7 +233,7 @@ fn v2_camera_hkp_reads_string_enums_and_list_columns() {
 
 #[test]
 fn inspect_summarises_a_tfrecord() {
-    let summary = boxlayer::inspect::inspect(&fixture("frame_with_cameras.tfrecord")).unwrap();
+    let summary = boxlayer::inspect::inspect(&fixture!("frame_with_cameras.tfrecord")).unwrap();
     println!("{summary}");
     assert!(summary.contains("Waymo v1 segment `1024360143612057520_3580_000_3600_000`"));
     assert!(summary.contains("1 frames"));

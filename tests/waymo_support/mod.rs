@@ -21,17 +21,19 @@ use boxlayer::sources::waymo::{WaymoConfig, WaymoV1Source};
 use nalgebra::{Isometry3, Point3, Vector3};
 use parquet::arrow::ArrowWriter;
 
-pub fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/fixtures/waymo")
-        .join(name)
+#[path = "../support/waymo_fixture.rs"]
+mod waymo_fixture;
+
+/// A Waymo fixture, or `None` when they are absent outside CI (`support/waymo_fixture.rs`).
+pub fn fixture(name: &str) -> Option<PathBuf> {
+    waymo_fixture::waymo_fixture(name)
 }
 
-/// The real context (calibrations) and one real JPEG per camera.
-pub fn real_context() -> (proto::Context, Vec<proto::CameraImage>) {
-    let source = WaymoV1Source::open(&fixture("frame_with_cameras.tfrecord"), WaymoConfig::default()).unwrap();
+/// The real context (calibrations) and one real JPEG per camera; `None` without the fixtures.
+pub fn real_context() -> Option<(proto::Context, Vec<proto::CameraImage>)> {
+    let source = WaymoV1Source::open(&fixture("frame_with_cameras.tfrecord")?, WaymoConfig::default()).unwrap();
     let frame = source.frame_proto(0).unwrap();
-    (frame.context.unwrap(), frame.images)
+    Some((frame.context.unwrap(), frame.images))
 }
 
 /// Deterministic pseudo-random numbers (SplitMix64), so tests need no extra crate.

@@ -83,6 +83,16 @@ mod tests {
     #[test]
     fn reads_the_real_fixture_labels() {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/waymo/frame_with_cameras.tfrecord");
+        if !path.is_file() {
+            // The Waymo fixtures live outside the repository: skipped outside CI, a failure on CI.
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "{}: fixture missing on CI",
+                path.display()
+            );
+            eprintln!("skipped: {} is not here", path.display());
+            return;
+        }
         let data = load_waymo_labels(&path).unwrap();
         assert_eq!(data.boxes.len(), 75);
         let count = |c: ObjectClass| data.boxes.iter().filter(|b| b.class == c).count();
