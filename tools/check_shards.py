@@ -580,13 +580,25 @@ def _check_sequence(rep, seq_dir, doc, quiet):
                     if cl != {tcls[j]}:
                         rep.fail("tracks.parquet", f"class[track_id={t}]", f"{tcls[j]!r}, its boxes have {sorted(cl, key=str)}")
 
-    # ---- detections order
+    # ---- detections order: frames in order; within a frame each detector's rows contiguous (in
+    # the config's detector order, which the doc does not fix) with detection_index 0, 1, 2, …
     if has(dets, "frame_index", "detector", "detection_index"):
         fi, de, di = col_np(dets, "frame_index"), col_np(dets, "detector"), col_np(dets, "detection_index")
         keys = list(zip(fi.tolist(), de.tolist(), di.tolist()))
-        for i in range(1, len(keys)):
-            if keys[i] <= keys[i - 1]:
-                rep.fail("detections.parquet", f"row {i}", f"(frame_index, detector, detection_index) = {keys[i]} after {keys[i - 1]}: not strictly sorted")
+        seen = set()
+        for i in range(len(keys)):
+            f, d, k = keys[i]
+            if i > 0 and f < keys[i - 1][0]:
+                rep.fail("detections.parquet", f"row {i}", f"frame_index {f} after {keys[i - 1][0]}: frames not in order")
+            starts_run = i == 0 or (keys[i - 1][0], keys[i - 1][1]) != (f, d)
+            if starts_run:
+                if (f, d) in seen:
+                    rep.fail("detections.parquet", f"row {i}", f"detector {d!r} of frame {f} not contiguous")
+                seen.add((f, d))
+                if k != 0:
+                    rep.fail("detections.parquet", f"row {i}", f"detection_index {k}: a detector's rows of a frame start at 0")
+            elif k != keys[i - 1][2] + 1:
+                rep.fail("detections.parquet", f"row {i}", f"detection_index {k} after {keys[i - 1][2]}: not consecutive")
 
     # ---- points
     frame_points = {}  # frame_index -> (part, row group)
