@@ -22,14 +22,11 @@
 //! - `images`: each chosen camera rendered by a [`CameraRenderer`], JPEG-encoded at a fixed quality.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fs::File;
-use std::io::{BufWriter, Write as _};
-use std::os::unix::fs::FileExt;
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use image::RgbImage;
 use nalgebra::{Isometry3, Translation3, UnitQuaternion, Vector3};
-use prost::Message;
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
@@ -47,10 +44,10 @@ use crate::eval::input::to_json_line;
 use crate::frame::{CameraCalibration, Platform};
 use crate::geometry::pose::rotation_from_euler;
 use crate::geometry::{Box3, wrap_angle};
+use crate::sources::waymo::SegmentWriter;
 use crate::sources::waymo::convert::{camera_calibration, label_type, transform_from_isometry};
 use crate::sources::waymo::proto::{self, CameraName, LaserName};
 use crate::sources::waymo::range_image::RangeImageData;
-use crate::sources::waymo::tfrecord::TfRecordWriter;
 
 /// JPEG quality of the camera images unless the options say otherwise.
 pub const DEFAULT_JPEG_QUALITY: u8 = 90;
@@ -517,16 +514,6 @@ fn encode_jpeg(image: &RgbImage, quality: u8) -> Result<Vec<u8>, image::ImageErr
     Ok(out)
 }
 
-/// A file removed when dropped (a temporary left by an error).
-struct Scratch(PathBuf);
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        // Best effort: the file may never have been created.
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
-
 /// Ground-truth velocity of each labelled object of a sweep (world frame), by track id.
 fn world_velocities(sweep: &SimSweep) -> BTreeMap<u32, Vector3<f64>> {
     sweep
@@ -595,8 +582,6 @@ pub fn write_waymo_segment_with(
     let file_name = segment_file_name(name);
     let segment_path = out_dir.join(&file_name);
     let truth_path = out_dir.join(format!("{name}_boxes_gt.jsonl"));
-    let partial = Scratch(out_dir.join(format!("{file_name}.partial")));
-    let bodies_path = Scratch(out_dir.join(format!("{file_name}.frames.tmp")));
     let frame_error = |frame: usize, detail: String| WaymoWriteError::Frame {
         path: segment_path.clone(),
         frame,
@@ -616,11 +601,9 @@ pub fn write_waymo_segment_with(
     let rendered: Vec<&(CameraName, CameraCalibration)> =
         calibrations.iter().filter(|(n, _)| cameras.contains(n)).collect();
 
-    // Pass 1: every frame without its context (which needs the whole segment's object counts),
-    // encoded into a scratch file. Pass 2 prefixes each with the context: prost writes fields
-    // in tag order and context is field 1, so the result equals encoding the whole Frame.
-    let mut bodies = BufWriter::new(File::create(&bodies_path.0).map_err(io(&bodies_path.0))?);
-    let mut body_lengths = Vec::with_capacity(frames);
+    // Every frame goes in without its context, which needs the whole segment's object counts;
+    // the segment writer prefixes each with it at the end (`sources::waymo::SegmentWriter`).
+    let mut segment = SegmentWriter::create(&segment_path).map_err(io(&segment_path))?;
     // Under a temporary name until the segment is in place (issue 18: partial output).
     let mut truth = AtomicFile::create(&truth_path).map_err(io(&truth_path))?;
     let mut unique_objects: BTreeMap<i32, BTreeSet<u32>> = BTreeMap::new();
@@ -768,9 +751,7 @@ pub fn write_waymo_segment_with(
             projected_lidar_labels: projected,
             ..Default::default()
         };
-        let body = frame.encode_to_vec();
-        bodies.write_all(&body).map_err(io(&bodies_path.0))?;
-        body_lengths.push(body.len() as u64);
+        segment.push_frame(&frame).map_err(io(&segment_path))?;
 
         summary
             .points_per_sweep
@@ -781,10 +762,8 @@ pub fn write_waymo_segment_with(
             .push(sweep.objects.iter().filter(|o| o.num_lidar_points > 0).count());
         previous = Some((sweep.reference_time_micros, velocities));
     }
-    bodies.flush().map_err(io(&bodies_path.0))?;
-    drop(bodies);
 
-    // Pass 2: context + frame, one record each.
+    // The context, then every frame with it, one record each.
     let context = proto::Context {
         name: Some(name.to_string()),
         camera_calibrations: camera_protos,
@@ -803,31 +782,7 @@ pub fn write_waymo_segment_with(
             camera_object_counts: Vec::new(),
         }),
     };
-    let context_field = proto::Frame {
-        context: Some(context),
-        ..Default::default()
-    }
-    .encode_to_vec();
-    let bodies = File::open(&bodies_path.0).map_err(io(&bodies_path.0))?;
-    let mut writer = TfRecordWriter::create(&partial.0)?;
-    let mut offset = 0u64;
-    let mut record = Vec::new();
-    for len in body_lengths {
-        record.clear();
-        record.extend_from_slice(&context_field);
-        let start = record.len();
-        let body_len =
-            usize::try_from(len).map_err(|_| frame_error(summary.frame_bytes.len(), "frame too large".into()))?;
-        record.resize(start + body_len, 0);
-        bodies
-            .read_exact_at(&mut record[start..], offset)
-            .map_err(io(&bodies_path.0))?;
-        offset += len;
-        writer.write_record(&record).map_err(io(&partial.0))?;
-        summary.frame_bytes.push(record.len() as u64);
-    }
-    writer.finish().map_err(io(&partial.0))?;
-    std::fs::rename(&partial.0, &segment_path).map_err(io(&segment_path))?;
+    summary.frame_bytes = segment.finish(context).map_err(io(&segment_path))?;
     let parquet = truth_tables.write(out_dir)?;
     truth.commit().map_err(io(&truth_path))?;
     for path in [&segment_path, &truth_path, &parquet.boxes, &parquet.frames] {
@@ -874,6 +829,7 @@ pub fn simulate_waymo_with(
 mod tests {
     use super::*;
     use crate::sources::waymo::range_image::decompress_matrix;
+    use prost::Message;
 
     #[test]
     fn context_prefix_plus_body_equals_the_whole_frame() {

@@ -11,6 +11,7 @@ pub mod proto;
 pub mod range_image;
 pub mod tfrecord;
 pub mod v2;
+mod writer;
 
 use std::path::Path;
 
@@ -23,6 +24,7 @@ use crate::sources::{OnCorrupt, SequenceMeta, Source, SourceError};
 pub use proto::{CameraName, LaserName};
 pub use tfrecord::{TfRecordReader, TfRecordWriter};
 pub use v2::WaymoV2Source;
+pub use writer::SegmentWriter;
 
 /// Which return of a lidar pulse.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
