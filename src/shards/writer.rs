@@ -312,7 +312,11 @@ impl PointsWriter {
             self.frames_in_part = 0;
         }
         let Some((name, writer)) = self.current.as_mut() else {
-            unreachable!("a points part was opened above");
+            // Opened just above; an error rather than a panic all the same.
+            return Err(ShardError::Parquet {
+                path: self.dir.clone(),
+                detail: "no points part open".into(),
+            });
         };
         let path = self.dir.join(name.as_str());
         let n = frame.x.len();
