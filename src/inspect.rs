@@ -17,12 +17,12 @@ use crate::sources::{Source, SourceError};
 #[derive(Debug, Error)]
 pub enum InspectError {
     /// The file could not be read.
-    #[error("{path}: {source}")]
+    #[error("{path}: {error}")]
     Io {
         /// The file.
         path: String,
         /// The I/O error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// No reader recognises the file.
     #[error("{path}: not a format boxlayer reads yet (known: {known})")]
@@ -49,7 +49,7 @@ pub fn inspect(path: &Path) -> Result<String, InspectError> {
     let shown = path.display().to_string();
     let meta = std::fs::metadata(path).map_err(|source| InspectError::Io {
         path: shown.clone(),
-        source,
+        error: source,
     })?;
     if meta.is_dir() && waymo::v2::is_v2_folder(path) {
         return inspect_waymo_v2(path);
@@ -64,6 +64,79 @@ pub fn inspect(path: &Path) -> Result<String, InspectError> {
             known: KNOWN_KINDS,
         }),
     }
+}
+
+/// What [`check`] found decoding every frame of a log.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CheckReport {
+    /// The log.
+    pub path: std::path::PathBuf,
+    /// The reader that opened it (`waymo-v1`, `m3ed`, `kitti-bin`, …).
+    pub source_kind: &'static str,
+    /// Frames the reader's index holds (damaged records skipped at open are not among them).
+    pub frames: usize,
+    /// Frames that decoded.
+    pub decoded: usize,
+    /// Points of the smallest, median and largest decoded frame.
+    pub points: Option<[usize; 3]>,
+    /// Every damaged record or frame: records the index skipped, then frames that did not decode.
+    pub damaged: Vec<String>,
+}
+
+impl CheckReport {
+    /// Whether every record and frame was readable.
+    pub fn is_clean(&self) -> bool {
+        self.damaged.is_empty()
+    }
+}
+
+impl std::fmt::Display for CheckReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "check: {} ({}): {} of {} frames decoded",
+            self.path.display(),
+            self.source_kind,
+            self.decoded,
+            self.frames
+        )?;
+        if let Some([min, median, max]) = self.points {
+            write!(f, ", points/frame min {min}, median {median}, max {max}")?;
+        }
+        writeln!(f, "; {} damaged", self.damaged.len())?;
+        for d in &self.damaged {
+            writeln!(f, "  {d}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Opens any log a source reads (damaged records skipped and listed) and decodes every frame,
+/// so damage past frame 0 is found; nothing stops at the first bad frame.
+pub fn check(path: &Path) -> Result<CheckReport, InspectError> {
+    let source = crate::sources::open(path, None, &crate::sources::SourceOptions::default())?;
+    let meta = source.meta();
+    let mut damaged: Vec<String> = meta
+        .skipped
+        .iter()
+        .map(|s| format!("{}: {}", s.location, s.detail))
+        .collect();
+    let mut points = Vec::with_capacity(source.len());
+    for i in 0..source.len() {
+        match source.frame(i) {
+            Ok(frame) => points.push(frame.cloud.len()),
+            Err(e) => damaged.push(format!("frame {i}: {e}")),
+        }
+    }
+    points.sort_unstable();
+    Ok(CheckReport {
+        path: path.to_path_buf(),
+        source_kind: meta.source_kind,
+        frames: source.len(),
+        decoded: points.len(),
+        points: (!points.is_empty()).then(|| [points[0], points[points.len() / 2], points[points.len() - 1]]),
+        damaged,
+    })
 }
 
 /// Counts of label types, sorted by type name.
@@ -100,10 +173,27 @@ fn inspect_waymo_v1(path: &Path, bytes: u64) -> Result<String, InspectError> {
     if let (Some(first), Some(last)) = (ts.iter().min(), ts.iter().max()) {
         let _ = writeln!(out, "time: {first} .. {last} µs ({:.1} s)", (last - first) as f64 / 1e6);
     }
-    let first = source.frame_proto(0)?;
+    // The first frame that decodes describes the sensors: a damaged frame 0 costs only itself.
+    let mut undecodable = Vec::new();
+    let mut described = None;
+    for i in 0..source.len() {
+        match source.frame_proto(i).and_then(|p| Ok((p, source.frame(i)?))) {
+            Ok(pair) => {
+                described = Some((i, pair));
+                break;
+            }
+            Err(e) => undecodable.push(e),
+        }
+    }
+    for e in &undecodable {
+        let _ = writeln!(out, "  undecodable: {e}");
+    }
+    let Some((index, (first, frame0))) = described else {
+        let _ = writeln!(out, "no frame decodes");
+        return Ok(out);
+    };
     let context = first.context.clone().unwrap_or_default();
-    let _ = writeln!(out, "lidars (frame 0):");
-    let frame0 = source.frame(0)?;
+    let _ = writeln!(out, "lidars (frame {index}):");
     for c in &context.laser_calibrations {
         let name = c.name.and_then(waymo::LaserName::from_i32);
         let laser = first.lasers.iter().find(|l| l.name == c.name);
@@ -156,14 +246,22 @@ fn inspect_waymo_v1(path: &Path, bytes: u64) -> Result<String, InspectError> {
         );
     }
     let mut types = Vec::new();
+    let mut unread = 0;
     for i in 0..source.len() {
-        let p = source.frame_proto(i)?;
-        types.extend(p.laser_labels.iter().map(|l| l.r#type.unwrap_or(0)));
+        match source.frame_proto(i) {
+            Ok(p) => types.extend(p.laser_labels.iter().map(|l| l.r#type.unwrap_or(0))),
+            Err(_) => unread += 1,
+        }
     }
     let _ = writeln!(
         out,
-        "labels ({} in all frames): {}",
+        "labels ({} in {} frames): {}",
         types.len(),
+        if unread == 0 {
+            "all".to_string()
+        } else {
+            format!("{} of {}", source.len() - unread, source.len())
+        },
         label_counts(types.into_iter())
     );
     Ok(out)

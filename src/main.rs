@@ -97,21 +97,28 @@ enum Command {
         #[arg(long)]
         out: PathBuf,
     },
-    /// Print a one-screen summary of an input: an ONNX model, a Waymo v1 segment or a Waymo v2 folder.
+    /// Print a one-screen summary of an input: an ONNX model, a Waymo v1 segment, a Waymo v2
+    /// folder or an M3ED data file; `--check` also decodes every frame of any log a source reads.
     Inspect {
         /// The file to summarise.
         file: PathBuf,
+        /// Also decode every frame of a sensor log and list each damaged record or frame; exits
+        /// non-zero if there is one.
+        #[arg(long)]
+        check: bool,
     },
     /// Evaluate predictions against ground truth: detection AP, tracking CLEAR-MOT/AMOTA, grounding Acc@δ/mIoU.
     Eval {
-        /// Ground truth: a 3EED-layout folder or a JSON-lines box list.
+        /// Ground truth: a 3EED-layout folder, a JSON-lines box list, a Waymo v1 segment or the simulator's truth Parquet.
         #[arg(long)]
         gt: PathBuf,
-        /// Predictions, in the same format as the ground truth.
+        /// Predictions: JSON lines (`detect --json` output too), shards or any ground-truth format.
         #[arg(long)]
         pred: PathBuf,
-        /// Ground-truth format, `3eed`, `jsonl` or `waymo` (a v1 segment's labels); by default a
-        /// folder is 3eed, a `.tfrecord` waymo and any other file jsonl.
+        /// Ground-truth format: `3eed`, `jsonl`, `waymo` (a v1 segment's labels), `shards`
+        /// (`boxlayer run` output) or `truth` (the simulator's `<seq>_boxes_gt.parquet`); by default
+        /// a folder of shards is shards, another folder 3eed, a `.tfrecord` waymo, a
+        /// `*_boxes_gt.parquet` truth and any other file jsonl.
         #[arg(long)]
         format: Option<boxlayer::eval::InputFormat>,
         /// Prediction format, guessed the same way by default.
@@ -141,7 +148,8 @@ enum Command {
         /// Frame index within the file.
         #[arg(long, default_value_t = 0)]
         frame: usize,
-        /// Also write the boxes as JSON to this file (`-` for standard output instead of the table).
+        /// Also write the boxes as JSON lines to this file, in the detections format that `run
+        /// --detections`, `fuse` and `eval` read (`-`: to standard output instead of the table).
         #[arg(long)]
         json: Option<PathBuf>,
     },
@@ -152,7 +160,7 @@ enum Command {
     Simulate {
         /// `vehicle` (Waymo segment `sim_seed<S>`), `drone` (M3ED `falcon_sim_seed<S>`) or
         /// `quadruped` (`spot_sim_seed<S>`).
-        #[arg(long)]
+        #[arg(long, value_parser = parse_sim_platform)]
         platform: boxlayer::Platform,
         /// Number of 100 ms sweeps.
         #[arg(long, default_value_t = 20)]
@@ -167,10 +175,21 @@ enum Command {
         #[arg(long)]
         config: Option<PathBuf>,
         /// Vehicle only: the cameras whose images are rendered, comma-separated Waymo names
-        /// (`FRONT,FRONT_LEFT,FRONT_RIGHT,SIDE_LEFT,SIDE_RIGHT`, the default); all five are calibrated.
+        /// (`FRONT,FRONT_LEFT,FRONT_RIGHT,SIDE_LEFT,SIDE_RIGHT`, the default), or `none`; all
+        /// five are calibrated either way.
         #[arg(long, value_delimiter = ',')]
         cameras: Option<Vec<String>>,
     },
+}
+
+/// Parses a platform the simulator writes: every platform but `other`, which has no sensor format.
+fn parse_sim_platform(text: &str) -> Result<boxlayer::Platform, String> {
+    match text.parse::<boxlayer::Platform>() {
+        Ok(boxlayer::Platform::Other) | Err(_) => Err(format!(
+            "`{text}`: the simulator writes `vehicle` (a Waymo segment), `drone` or `quadruped` (M3ED files)"
+        )),
+        Ok(platform) => Ok(platform),
+    }
 }
 
 /// Parses `A..B` into a half-open range.
@@ -299,9 +318,25 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     .with_context(|| format!("write {}", out.display()))?;
             }
         }
-        Command::Inspect { file } => {
-            let summary = boxlayer::inspect::inspect(&file).with_context(|| format!("inspect {}", file.display()))?;
-            write_stdout(&summary.to_string())?;
+        Command::Inspect { file, check } => {
+            let summary = boxlayer::inspect::inspect(&file).with_context(|| format!("inspect {}", file.display()));
+            match summary {
+                Ok(summary) => write_stdout(&summary)?,
+                // `--check` reads whatever a source reads, including kinds the summary does not know.
+                Err(e) if check => tracing::warn!("no summary: {e:#}"),
+                Err(e) => return Err(e),
+            }
+            if check {
+                let report = boxlayer::inspect::check(&file).with_context(|| format!("check {}", file.display()))?;
+                write_stdout(&report.to_string())?;
+                if !report.is_clean() {
+                    anyhow::bail!(
+                        "{}: {} damaged records or frames (listed above)",
+                        file.display(),
+                        report.damaged.len()
+                    );
+                }
+            }
         }
         Command::Eval {
             gt,
@@ -353,12 +388,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         } => {
             let report = boxlayer::detect::detect_file(&detector, &file, frame)
                 .with_context(|| format!("detect {} with {}", file.display(), detector.display()))?;
-            let text = serde_json::to_string_pretty(&report).context("encode the report as JSON")?;
+            let text = report.to_json_lines();
             match json {
-                Some(path) if path.as_os_str() == "-" => write_stdout(&format!("{text}\n"))?,
+                Some(path) if path.as_os_str() == "-" => write_stdout(&text)?,
                 Some(path) => {
                     write_stdout(&report.to_string())?;
-                    std::fs::write(&path, text + "\n").with_context(|| format!("write {}", path.display()))?;
+                    std::fs::write(&path, text).with_context(|| format!("write {}", path.display()))?;
                 }
                 None => write_stdout(&report.to_string())?,
             }
@@ -384,6 +419,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 if let Some(names) = cameras {
                     options.cameras = names
                         .iter()
+                        .filter(|n| !(names.len() == 1 && n.trim() == "none"))
                         .map(|n| {
                             boxlayer::sources::waymo::CameraName::from_name(n.trim())
                                 .with_context(|| format!("--cameras: unknown Waymo camera `{n}`"))

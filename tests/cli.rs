@@ -235,3 +235,124 @@ fn a_missing_ort_dylib_path_is_named() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("nowhere.so") && err.contains("not a file"), "{err}");
 }
+
+/// Issue 18: `inspect --check` decodes every frame, so damage after frame 0 is found and listed
+/// and the exit status says so; the plain summary of the same file still works.
+#[test]
+fn inspect_check_decodes_every_frame_and_lists_damage() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = boxlayer()
+        .args([
+            "simulate",
+            "--platform",
+            "vehicle",
+            "--frames",
+            "3",
+            "--cameras",
+            "none",
+            "--out",
+        ])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let segment = dir.path().join("segment-sim_seed0_with_camera_labels.tfrecord");
+    let check = |path: &Path| boxlayer().args(["inspect", "--check"]).arg(path).output().unwrap();
+    let out = check(&segment);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        text.contains("(waymo-v1): 3 of 3 frames decoded") && text.contains("; 0 damaged"),
+        "{text}"
+    );
+
+    // Flip a byte in the middle of the last record's data (TFRecord framing: u64 length,
+    // u32 CRC, data, u32 CRC).
+    let mut bytes = std::fs::read(&segment).unwrap();
+    let mut at = 0usize;
+    let mut starts = Vec::new();
+    while at + 12 <= bytes.len() {
+        let n = u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap()) as usize;
+        starts.push((at, n));
+        at += 16 + n;
+    }
+    assert_eq!(starts.len(), 3);
+    let (last, n) = starts[2];
+    bytes[last + 12 + n / 2] ^= 0x5a;
+    let damaged = dir.path().join("damaged.tfrecord");
+    std::fs::write(&damaged, &bytes).unwrap();
+    let plain = boxlayer().arg("inspect").arg(&damaged).output().unwrap();
+    assert!(plain.status.success(), "{}", String::from_utf8_lossy(&plain.stderr));
+    let out = check(&damaged);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{text}{err}");
+    assert!(text.contains("; 1 damaged") && text.contains("record 2"), "{text}");
+    assert!(err.contains("damaged.tfrecord: 1 damaged records or frames"), "{err}");
+
+    // A folder of KITTI sweeps, which the summary does not know: the check still reads it.
+    let kitti = dir.path().join("kitti");
+    std::fs::create_dir(&kitti).unwrap();
+    std::fs::write(kitti.join("000000.bin"), [0u8; 32]).unwrap();
+    std::fs::write(kitti.join("000001.bin"), [0u8; 17]).unwrap();
+    let out = check(&kitti);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("(kitti-bin)") && text.contains("000001.bin"), "{text}");
+}
+
+/// Issue 18: `simulate --platform other` is refused by the argument parser with what it does
+/// write, and `--cameras none` writes a segment without images.
+#[test]
+fn simulate_names_its_platforms_and_takes_no_cameras() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = boxlayer()
+        .args(["simulate", "--platform", "other", "--out"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("`vehicle`") && err.contains("`drone`") && err.contains("`quadruped`"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "nothing written");
+    let out = boxlayer()
+        .args([
+            "simulate",
+            "--platform",
+            "vehicle",
+            "--frames",
+            "1",
+            "--cameras",
+            "none",
+            "--out",
+        ])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let segment = dir.path().join("segment-sim_seed0_with_camera_labels.tfrecord");
+    let out = boxlayer().arg("inspect").arg(&segment).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("FRONT") && text.contains("image none"), "{text}");
+    assert!(!text.contains(" bytes\n  "), "no camera has an image: {text}");
+}
+
+/// Issue 18: an error prints its cause once, not once in the message and again from the chain.
+#[test]
+fn an_error_prints_its_cause_once() {
+    let out = boxlayer()
+        .args(["inspect", "/nonexistent/log.tfrecord"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(err.matches("No such file or directory").count(), 1, "{err}");
+}

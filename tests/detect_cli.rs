@@ -1,4 +1,5 @@
-//! `boxlayer detect --detector DIR FILE.bin --json -` prints the detector's boxes as JSON.
+//! `boxlayer detect --detector DIR FILE.bin --json -` prints the detector's boxes as JSON lines,
+//! the detections format `fuse` and `eval` read.
 
 use std::path::Path;
 use std::process::Command;
@@ -20,13 +21,43 @@ fn detect_subcommand_exports_the_decoded_boxes_as_json() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(report["points"], 2);
-    let detections = report["detections"].as_array().unwrap();
+    // One JSON line per box: the detections format, boxes as DESIGN.md's 9 values.
+    let text = String::from_utf8(out.stdout).unwrap();
+    let detections: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     // tests/fixtures/detect/boxes.json: car, pedestrian, cyclist in score order.
     let classes: Vec<&str> = detections.iter().map(|d| d["class"].as_str().unwrap()).collect();
     assert_eq!(classes, ["vehicle", "pedestrian", "cyclist"]);
-    assert!((detections[0]["box3"]["x"].as_f64().unwrap() - 1.234).abs() < 1e-3);
+    for d in &detections {
+        assert_eq!(d["box"].as_array().unwrap().len(), 9, "{d}");
+        assert_eq!(
+            (d["frame"].as_u64(), d["detector"].as_str()),
+            (Some(0), Some("center_nhwc"))
+        );
+        assert!(d["sequence"].is_string());
+    }
+    assert!((detections[0]["box"][0].as_f64().unwrap() - 1.234).abs() < 1e-3);
+
+    // The same file is the input of `fuse` and a prediction list for `eval`.
+    let lines = dir.join("detections.jsonl");
+    std::fs::write(&lines, &text).unwrap();
+    let fused = Command::new(env!("CARGO_BIN_EXE_boxlayer"))
+        .args(["fuse", "--platform", "vehicle", "--out", "-", "--config"])
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("pipelines/demo.toml"))
+        .arg(&lines)
+        .output()
+        .unwrap();
+    assert!(fused.status.success(), "{}", String::from_utf8_lossy(&fused.stderr));
+    assert_eq!(String::from_utf8_lossy(&fused.stdout).lines().count(), 3);
+    let eval = Command::new(env!("CARGO_BIN_EXE_boxlayer"))
+        .args(["eval", "--json", "-", "--gt"])
+        .arg(&lines)
+        .arg("--pred")
+        .arg(&lines)
+        .output()
+        .unwrap();
+    assert!(eval.status.success(), "{}", String::from_utf8_lossy(&eval.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&eval.stdout).unwrap();
+    assert_eq!(report["num_pred_boxes"], 3);
 
     let bad = Command::new(env!("CARGO_BIN_EXE_boxlayer"))
         .args(["detect", "--detector"])

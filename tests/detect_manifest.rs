@@ -141,6 +141,21 @@ fn unknown_keys_and_bad_values_are_rejected() {
     );
 }
 
+/// Issue 18: `threads = 100000` hung inside ONNX Runtime; it is refused at load, naming the field.
+#[test]
+fn runaway_thread_and_session_counts_are_refused_naming_the_field() {
+    let dir = edited("center_nchw", |t| format!("{t}\n[runtime]\nthreads = 100000\n"));
+    assert_eq!(
+        load_err(&dir).to_string(),
+        "detector `center_nchw`: runtime.threads: must be at most 1024 (0 = ONNX Runtime's default), got 100000"
+    );
+    let dir = edited("center_nchw", |t| format!("{t}\n[runtime]\nsessions = 100000\n"));
+    assert_eq!(
+        load_err(&dir).to_string(),
+        "detector `center_nchw`: runtime.sessions: must be between 1 and 256, got 100000"
+    );
+}
+
 #[test]
 fn every_test_manifest_parses() {
     for entry in std::fs::read_dir(fixture("")).unwrap() {

@@ -16,8 +16,12 @@ pub struct DetectReport {
     pub detector: String,
     /// The point file.
     pub file: PathBuf,
-    /// Frame index within the file.
+    /// The source's sequence name (Waymo context, M3ED sequence, KITTI folder).
+    pub sequence: String,
+    /// The frame as asked for: the ordinal among the readable frames.
     pub frame: usize,
+    /// The frame's index in its sequence ([`crate::Frame::index`]: its position in the file).
+    pub frame_index: u64,
     /// Points in the frame.
     pub points: usize,
     /// Time per stage.
@@ -36,17 +40,42 @@ pub fn detect_file(detector_dir: &Path, file: &Path, frame: usize) -> Result<Det
         }
         _ => detector_dir,
     };
-    let cloud = source.frame(frame)?.cloud;
+    let read = source.frame(frame)?;
+    let cloud = read.cloud;
     let detector = Detector::load(detector_dir)?;
     let (detections, timings) = detector.detect_timed(&cloud)?;
     Ok(DetectReport {
         detector: detector.name().to_string(),
         file: file.to_path_buf(),
+        sequence: source.meta().name.clone(),
         frame,
+        frame_index: read.index as u64,
         points: cloud.len(),
         timings,
         detections,
     })
+}
+
+impl DetectReport {
+    /// The boxes as JSON lines, one per box, in the detections format that `boxlayer run
+    /// --detections` and `boxlayer fuse` read and `eval` takes as predictions:
+    /// `{"sequence", "frame", "box": [x, y, z, l, w, h, yaw, pitch, roll], "class", "score", "detector"}`.
+    pub fn to_json_lines(&self) -> String {
+        let mut text = String::new();
+        for d in &self.detections {
+            let line = serde_json::json!({
+                "sequence": self.sequence,
+                "frame": self.frame_index,
+                "box": d.box3.to_array(),
+                "class": d.class.as_str(),
+                "score": d.score,
+                "detector": d.detector,
+            });
+            text.push_str(&line.to_string());
+            text.push('\n');
+        }
+        text
+    }
 }
 
 impl std::fmt::Display for DetectReport {

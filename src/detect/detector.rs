@@ -78,9 +78,9 @@ impl SessionPool {
     fn open(detector: &str, path: &Path, options: &SessionOptions, count: usize) -> Result<Self, DetectError> {
         let mut sessions = Vec::with_capacity(count);
         for _ in 0..count.max(1) {
-            let session = open_session_with(path, options).map_err(|source| DetectError::Runtime {
+            let session = open_session_with(path, options).map_err(|error| DetectError::Runtime {
                 detector: detector.to_string(),
-                source,
+                error,
             })?;
             sessions.push(Mutex::new(session));
         }

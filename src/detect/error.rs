@@ -56,12 +56,12 @@ pub enum DetectError {
         actual: String,
     },
     /// ONNX Runtime could not be loaded or could not open a model.
-    #[error("detector `{detector}`: {source}")]
+    #[error("detector `{detector}`: {error}")]
     Runtime {
         /// Detector name.
         detector: String,
-        /// The runtime error.
-        source: RuntimeError,
+        /// The runtime error (in the message, not a `#[source]`, so a chain prints it once).
+        error: RuntimeError,
     },
     /// A tensor the manifest names is not an input/output of the model.
     #[error("detector `{detector}`: model {model}: no {kind} tensor `{tensor}` (the model has: {available})")]

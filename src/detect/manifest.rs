@@ -565,6 +565,13 @@ pub enum ExecutionProvider {
     Cuda,
 }
 
+/// Most intra-op threads a session may ask for: far above any machine's cores, far below what
+/// makes ONNX Runtime's pool creation hang.
+pub const MAX_THREADS: usize = 1024;
+
+/// Most sessions per graph (each holds its own copy of the model's working memory).
+pub const MAX_SESSIONS: usize = 256;
+
 /// Execution provider, threads and sessions.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -743,8 +750,21 @@ impl DetectorManifest {
         if pp.pre_nms_top_k == 0 || pp.post_nms_top_k == 0 {
             return Err(invalid("postprocess", "top-k values must be positive".into()));
         }
-        if self.runtime.sessions == 0 {
-            return Err(invalid("runtime.sessions", "must be at least 1".into()));
+        if self.runtime.sessions == 0 || self.runtime.sessions > MAX_SESSIONS {
+            return Err(invalid(
+                "runtime.sessions",
+                format!("must be between 1 and {MAX_SESSIONS}, got {}", self.runtime.sessions),
+            ));
+        }
+        // Issue 18: `threads = 100000` hung inside ONNX Runtime while it spawned its pool.
+        if self.runtime.threads > MAX_THREADS {
+            return Err(invalid(
+                "runtime.threads",
+                format!(
+                    "must be at most {MAX_THREADS} (0 = ONNX Runtime's default), got {}",
+                    self.runtime.threads
+                ),
+            ));
         }
         match self.decoder {
             DecoderKind::Anchor => {

@@ -31,12 +31,12 @@ pub use tracking::{ClearMot, TrackingResult, clear_mot, evaluate_tracking};
 #[derive(Debug, Error)]
 pub enum EvalError {
     /// A file or folder could not be read or written.
-    #[error("{path}: {source}")]
+    #[error("{path}: {error}")]
     Io {
         /// The file or folder.
         path: PathBuf,
         /// The underlying error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// A file's contents do not follow the input format.
     #[error("{path}: {location}: {reason}")]
@@ -81,7 +81,7 @@ impl EvalError {
     pub(crate) fn io(path: &Path, source: std::io::Error) -> Self {
         EvalError::Io {
             path: path.to_path_buf(),
-            source,
+            error: source,
         }
     }
 
@@ -115,6 +115,10 @@ pub fn evaluate(gt: &EvalData, pred: &EvalData, config: &EvalConfig) -> Result<E
     } else {
         None
     };
+    let warnings = sequence_warnings(gt, pred);
+    for w in &warnings {
+        tracing::warn!("{w}");
+    }
     Ok(EvalReport {
         threshold_rule: config.threshold_rule,
         num_gt_boxes: gt.boxes.len(),
@@ -122,7 +126,51 @@ pub fn evaluate(gt: &EvalData, pred: &EvalData, config: &EvalConfig) -> Result<E
         detection,
         tracking,
         grounding,
+        warnings,
     })
+}
+
+/// Sequences shown by name in a warning before the rest are only counted.
+const SEQUENCES_SHOWN: usize = 5;
+
+/// Warns of prediction sequences the ground truth does not hold (their boxes can only be false
+/// positives), most of all when none matches, which scores every class 0.
+fn sequence_warnings(gt: &EvalData, pred: &EvalData) -> Vec<String> {
+    use std::collections::BTreeSet;
+    let sequences = |d: &EvalData| -> BTreeSet<String> { d.boxes.iter().map(|b| b.frame.sequence.clone()).collect() };
+    let (gt_seqs, pred_seqs) = (sequences(gt), sequences(pred));
+    let unmatched: Vec<&String> = pred_seqs.difference(&gt_seqs).collect();
+    if unmatched.is_empty() || gt_seqs.is_empty() {
+        return Vec::new();
+    }
+    let list = |names: Vec<&String>| {
+        let mut text = names
+            .iter()
+            .take(SEQUENCES_SHOWN)
+            .map(|n| format!("`{n}`"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        if names.len() > SEQUENCES_SHOWN {
+            text.push_str(&format!(" and {} more", names.len() - SEQUENCES_SHOWN));
+        }
+        text
+    };
+    if unmatched.len() == pred_seqs.len() {
+        vec![format!(
+            "no prediction sequence is in the ground truth: predictions name {}, the ground truth {}; \
+             every prediction is a false positive (check the sequence names)",
+            list(pred_seqs.iter().collect()),
+            list(gt_seqs.iter().collect())
+        )]
+    } else {
+        vec![format!(
+            "{} of {} prediction sequences are not in the ground truth, their boxes count as false \
+             positives: {}",
+            unmatched.len(),
+            pred_seqs.len(),
+            list(unmatched)
+        )]
+    }
 }
 
 /// Loads ground truth and predictions from two paths in one input format and evaluates them.
@@ -156,7 +204,15 @@ pub fn run(
             before - pred.boxes.len()
         );
     }
-    evaluate(&gt, &pred, config)
+    let mut report = evaluate(&gt, &pred, config)?;
+    if !unreadable.is_empty() {
+        report.warnings.push(format!(
+            "{}: {} frames could not be read and are not scored",
+            gt_path.display(),
+            unreadable.len()
+        ));
+    }
+    Ok(report)
 }
 
 /// Writes a report as pretty-printed JSON.
@@ -174,4 +230,56 @@ pub fn read_config(path: &Path) -> Result<EvalConfig, EvalError> {
     let config: EvalConfig = toml::from_str(&text).map_err(|e| EvalError::parse(path, "toml", e.to_string()))?;
     config.validate()?;
     Ok(config)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::frame::ObjectClass;
+    use crate::geometry::Box3;
+
+    fn data(sequences: &[&str]) -> EvalData {
+        let mut d = EvalData::default();
+        for (i, s) in sequences.iter().enumerate() {
+            d.boxes.push(EvalBox {
+                frame: FrameKey {
+                    sequence: s.to_string(),
+                    frame: 0,
+                },
+                bbox: Box3::from_array([10.0 * i as f64, 0.0, 0.0, 4.0, 2.0, 1.5, 0.0, 0.0, 0.0]),
+                class: ObjectClass::Vehicle,
+                score: 1.0,
+                track_id: None,
+                num_points: None,
+                platform: None,
+            });
+        }
+        d
+    }
+
+    /// Issue 18: an `eval` whose predictions name no ground-truth sequence printed AP 0 without a
+    /// word; the report now says so, in the table and the JSON.
+    #[test]
+    fn predictions_on_unknown_sequences_are_warned_of() {
+        let config = EvalConfig::default();
+        let gt = data(&["seg_a", "seg_b"]);
+        let report = evaluate(&gt, &data(&["seg_a", "seg_b"]), &config).unwrap();
+        assert!(report.warnings.is_empty(), "{:?}", report.warnings);
+        assert!(!report.to_string().contains("warning"));
+
+        let report = evaluate(&gt, &data(&["segA", "segB"]), &config).unwrap();
+        assert_eq!(report.warnings.len(), 1);
+        let w = &report.warnings[0];
+        assert!(w.starts_with("no prediction sequence is in the ground truth"), "{w}");
+        assert!(w.contains("`segA`, `segB`") && w.contains("`seg_a`, `seg_b`"), "{w}");
+        assert!(report.to_string().contains("\nwarning: no prediction sequence"));
+        let json = serde_json::to_value(&report).unwrap();
+        assert_eq!(json["warnings"][0], serde_json::json!(w));
+
+        let report = evaluate(&gt, &data(&["seg_a", "seg_c"]), &config).unwrap();
+        assert_eq!(
+            report.warnings,
+            ["1 of 2 prediction sequences are not in the ground truth, their boxes count as false positives: `seg_c`"]
+        );
+    }
 }

@@ -24,6 +24,10 @@ pub struct EvalReport {
     pub tracking: Vec<TrackingResult>,
     /// Grounding results (absent when the GT has no queries).
     pub grounding: Option<GroundingResult>,
+    /// What may make the scores mean less than they seem: prediction sequences the ground truth
+    /// does not hold, frames left unscored.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 fn pct(v: Option<f64>) -> String {
@@ -169,6 +173,9 @@ impl fmt::Display for EvalReport {
                     g.num_missing_predictions
                 )?;
             }
+        }
+        for w in &self.warnings {
+            writeln!(out, "\nwarning: {w}")?;
         }
         f.write_str(&out)
     }

@@ -14,12 +14,12 @@ use crate::sources::SourceKind;
 #[derive(Debug, Error)]
 pub enum ManifestError {
     /// The file could not be read.
-    #[error("{path}: {source}")]
+    #[error("{path}: {error}")]
     Io {
         /// The manifest file.
         path: PathBuf,
         /// The I/O error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// A row could not be parsed.
     #[error("{path}: line {line}: {detail}")]
@@ -90,7 +90,7 @@ impl DataManifest {
     pub fn load(path: &Path) -> Result<Self, ManifestError> {
         let text = std::fs::read_to_string(path).map_err(|source| ManifestError::Io {
             path: path.into(),
-            source,
+            error: source,
         })?;
         Self::parse(&text, path)
     }

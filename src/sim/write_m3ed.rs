@@ -67,19 +67,19 @@ pub enum SimWriteError {
         prefix: &'static str,
     },
     /// Reading or writing a plain file failed.
-    #[error("{path}: {source}")]
+    #[error("{path}: {error}")]
     Io {
         /// The file.
         path: PathBuf,
         /// The OS error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
 }
 
 fn io(path: &Path) -> impl Fn(std::io::Error) -> SimWriteError + '_ {
     move |source| SimWriteError::Io {
         path: path.to_path_buf(),
-        source,
+        error: source,
     }
 }
 

@@ -32,12 +32,12 @@ pub enum TruthWriteError {
         detail: String,
     },
     /// Creating or renaming the file failed.
-    #[error("{path}: {source}")]
+    #[error("{path}: {error}")]
     Io {
         /// The file.
         path: PathBuf,
         /// The OS error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
 }
 
@@ -206,7 +206,7 @@ fn write_batch(path: &Path, columns: Vec<(&str, ArrayRef)>) -> Result<(), TruthW
     };
     let io = |source| TruthWriteError::Io {
         path: path.to_path_buf(),
-        source,
+        error: source,
     };
     let fields: Vec<Field> = columns
         .iter()

@@ -93,19 +93,19 @@ pub enum WaymoWriteError {
         detail: String,
     },
     /// Reading or writing a file failed.
-    #[error("{path}: {source}")]
+    #[error("{path}: {error}")]
     Io {
         /// The file.
         path: PathBuf,
         /// The OS error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
 }
 
 fn io(path: &Path) -> impl Fn(std::io::Error) -> WaymoWriteError + '_ {
     move |source| WaymoWriteError::Io {
         path: path.to_path_buf(),
-        source,
+        error: source,
     }
 }
 

@@ -217,6 +217,11 @@ mod tests {
         write_bin(&path, &[[0.0; 4]; 4]);
         let e = read_bin_capped(&path, 32).unwrap_err().to_string();
         assert!(e.contains("over the 32-byte limit"), "{e}");
+        // Issue 18: a `.bin` that is a symlink to a device was read without limit.
+        let device = dir.path().join("zero.bin");
+        std::os::unix::fs::symlink("/dev/zero", &device).unwrap();
+        let e = read_kitti_bin(&device).unwrap_err().to_string();
+        assert!(e.contains("zero.bin") && e.contains("not a regular file"), "{e}");
         let other = dir.path().join("x.pcd");
         std::fs::write(&other, "").unwrap();
         assert!(matches!(

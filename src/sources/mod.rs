@@ -28,12 +28,12 @@ pub enum SourceError {
         kind: &'static str,
     },
     /// The operating system refused a read.
-    #[error("{path}: {source}")]
+    #[error("{path}: {error}")]
     Io {
         /// The file.
         path: PathBuf,
         /// The I/O error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The data is damaged or does not follow the format.
     #[error("{path}: {location}: {detail}")]
@@ -122,7 +122,7 @@ impl SourceError {
     pub fn io(path: &Path, source: std::io::Error) -> Self {
         SourceError::Io {
             path: path.to_path_buf(),
-            source,
+            error: source,
         }
     }
 

@@ -42,6 +42,9 @@ struct BoxLine {
     num_points: Option<u64>,
     platform: Option<Platform>,
     query: Option<IdValue>,
+    /// The detector of a `boxlayer detect` line; not used in scoring.
+    #[allow(dead_code)]
+    detector: Option<String>,
 }
 
 /// One detection/tracking box as a JSON-lines row (no trailing newline), the inverse of

@@ -5,6 +5,7 @@
 mod jsonl;
 mod shards;
 mod three_eed;
+mod truth;
 mod waymo;
 
 use std::fmt;
@@ -20,6 +21,7 @@ use crate::geometry::Box3;
 pub use jsonl::{load_jsonl, to_json_line};
 pub use shards::load_shards;
 pub use three_eed::{class_from_3eed_name, load_3eed};
+pub use truth::load_truth_parquet;
 pub use waymo::{load_waymo_labels, load_waymo_labels_with_gaps};
 
 /// Which frame of which sequence a box belongs to.
@@ -85,6 +87,8 @@ pub enum InputFormat {
     Waymo,
     /// `boxlayer run` output: a sequence folder or a folder of them (`boxes.parquet`).
     Shards,
+    /// The simulator's ground-truth Parquet (`<seq>_boxes_gt.parquet`).
+    Truth,
 }
 
 impl fmt::Display for InputFormat {
@@ -94,6 +98,7 @@ impl fmt::Display for InputFormat {
             InputFormat::Jsonl => "jsonl",
             InputFormat::Waymo => "waymo",
             InputFormat::Shards => "shards",
+            InputFormat::Truth => "truth",
         })
     }
 }
@@ -106,8 +111,9 @@ impl FromStr for InputFormat {
             "jsonl" => Ok(InputFormat::Jsonl),
             "waymo" => Ok(InputFormat::Waymo),
             "shards" => Ok(InputFormat::Shards),
+            "truth" => Ok(InputFormat::Truth),
             other => Err(format!(
-                "unknown input format `{other}` (expected 3eed, jsonl, waymo or shards)"
+                "unknown input format `{other}` (expected 3eed, jsonl, waymo, shards or truth)"
             )),
         }
     }
@@ -115,7 +121,7 @@ impl FromStr for InputFormat {
 
 impl InputFormat {
     /// The format a path most likely holds: a folder of shards is `shards`, another folder 3EED,
-    /// a `.tfrecord` Waymo, else JSON lines.
+    /// a `.tfrecord` Waymo, a `*_boxes_gt.parquet` simulator truth, else JSON lines.
     pub fn guess(path: &Path) -> InputFormat {
         let ext = path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
         if path.is_dir() && shards::looks_like_shards(path) {
@@ -124,6 +130,8 @@ impl InputFormat {
             InputFormat::ThreeEed
         } else if matches!(ext.as_deref(), Some("tfrecord" | "tfrecords")) {
             InputFormat::Waymo
+        } else if truth::looks_like_truth(path) {
+            InputFormat::Truth
         } else {
             InputFormat::Jsonl
         }
@@ -137,6 +145,7 @@ pub fn load(path: &Path, format: InputFormat) -> Result<EvalData, EvalError> {
         InputFormat::Jsonl => load_jsonl(path),
         InputFormat::Waymo => load_waymo_labels(path),
         InputFormat::Shards => shards::load_shards(path),
+        InputFormat::Truth => load_truth_parquet(path),
     }
 }
 

@@ -40,7 +40,7 @@ fn commit(path: &Path, file: hdf5::File) -> Result<(), WriteError> {
     std::fs::rename(partial_path(path), path).map_err(|e| WriteError::Io {
         path: path.to_path_buf(),
         what: format!("rename from {}", partial_path(path).display()),
-        source: e,
+        error: e,
     })
 }
 
@@ -61,14 +61,14 @@ pub enum WriteError {
         detail: String,
     },
     /// The operating system refused a step (the final rename).
-    #[error("{path}: {what}: {source}")]
+    #[error("{path}: {what}: {error}")]
     Io {
         /// The file.
         path: PathBuf,
         /// The step.
         what: String,
         /// The I/O error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The caller's data does not fit the format.
     #[error("{path}: {what}: {detail}")]
