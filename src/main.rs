@@ -97,6 +97,26 @@ enum Command {
         #[arg(long)]
         out: PathBuf,
     },
+    /// Track per-frame boxes given as JSON lines (`fuse` output, or one detector's `detect
+    /// --json` lines) with a pipeline config's tracking settings; write the consolidated boxes
+    /// as JSON lines with `track_id` and `origin`, which `eval` reads.
+    Track {
+        /// The per-frame boxes (sequence, frame, box, class, score).
+        boxes: PathBuf,
+        /// The pipeline config whose `[tracking]` applies.
+        #[arg(long)]
+        config: PathBuf,
+        /// The platform (selects the tracking profile).
+        #[arg(long)]
+        platform: boxlayer::Platform,
+        /// The log the boxes were detected on: each frame's time, pose and points come from its
+        /// frame of the same index. Without it frames are 100 ms apart and the sensor still.
+        #[arg(long)]
+        log: Option<PathBuf>,
+        /// Output file (`-`: standard output).
+        #[arg(long)]
+        out: PathBuf,
+    },
     /// Print a one-screen summary of an input: an ONNX model, a Waymo v1 segment, a Waymo v2
     /// folder or an M3ED data file; `--check` also decodes every frame of any log a source reads.
     Inspect {
@@ -311,6 +331,29 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let loaded = boxlayer::pipeline::PipelineConfig::load(&config)?;
             let text = boxlayer::pipeline::fuse_detections_file(&detections, &loaded.config.fusion, platform)
                 .with_context(|| format!("fuse {}", detections.display()))?;
+            if out.as_os_str() == "-" {
+                write_stdout(&text)?;
+            } else {
+                boxlayer::atomic_file::write_atomic(&out, text.as_bytes())
+                    .with_context(|| format!("write {}", out.display()))?;
+            }
+        }
+        Command::Track {
+            boxes,
+            config,
+            platform,
+            log,
+            out,
+        } => {
+            let loaded = boxlayer::pipeline::PipelineConfig::load(&config)?;
+            let source = log
+                .as_deref()
+                .map(|path| boxlayer::sources::open(path, None, &loaded.config.source.options))
+                .transpose()
+                .context("open --log")?;
+            let text =
+                boxlayer::pipeline::track_boxes_file(&boxes, &loaded.config.tracking, platform, source.as_deref())
+                    .with_context(|| format!("track {}", boxes.display()))?;
             if out.as_os_str() == "-" {
                 write_stdout(&text)?;
             } else {

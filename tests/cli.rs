@@ -30,7 +30,9 @@ fn help_lists_the_working_commands() {
     sorted.sort();
     assert_eq!(
         sorted,
-        ["bench", "demo", "detect", "eval", "fuse", "inspect", "run", "simulate"],
+        [
+            "bench", "demo", "detect", "eval", "fuse", "inspect", "run", "simulate", "track"
+        ],
         "{text}"
     );
 }
@@ -355,4 +357,89 @@ fn an_error_prints_its_cause_once() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(err.matches("No such file or directory").count(), 1, "{err}");
+}
+
+/// `boxlayer track` on per-frame boxes a user brings: the simulator's truth boxes of a short
+/// segment with one frame's boxes removed come back as tracks, the removed frame filled by
+/// interpolation, every output box within 1 m of a true one and every track following one object.
+#[test]
+fn track_fills_a_missing_frame_and_keeps_identities() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = boxlayer()
+        .args([
+            "simulate",
+            "--platform",
+            "vehicle",
+            "--frames",
+            "8",
+            "--seed",
+            "3",
+            "--cameras",
+            "none",
+            "--out",
+        ])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let truth = std::fs::read_to_string(dir.path().join("sim_seed3_boxes_gt.jsonl")).unwrap();
+    let rows: Vec<serde_json::Value> = truth.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    // Well-seen vehicles only, and nothing of frame 4.
+    let seen = |r: &serde_json::Value| r["class"] == "vehicle" && r["num_points"].as_u64().unwrap_or(0) >= 20;
+    let mut input = String::new();
+    for r in rows.iter().filter(|r| seen(r) && r["frame"] != 4) {
+        let mut r = r.clone();
+        r.as_object_mut().unwrap().remove("track_id");
+        r["score"] = 0.9.into();
+        input.push_str(&format!("{r}\n"));
+    }
+    let boxes = dir.path().join("boxes.jsonl");
+    std::fs::write(&boxes, input).unwrap();
+    let out = boxlayer()
+        .args(["track", "--platform", "vehicle", "--out", "-", "--config"])
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("pipelines/demo.toml"))
+        .arg("--log")
+        .arg(dir.path().join("segment-sim_seed3_with_camera_labels.tfrecord"))
+        .arg(&boxes)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let tracked: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(!tracked.is_empty());
+    // Each output box is matched to the nearest true box of its frame (within 1 m); each output
+    // track must follow one true object throughout.
+    let centre = |r: &serde_json::Value| (r["box"][0].as_f64().unwrap(), r["box"][1].as_f64().unwrap());
+    let mut identity: std::collections::BTreeMap<String, String> = Default::default();
+    let mut filled = 0;
+    for t in &tracked {
+        let (x, y) = centre(t);
+        let nearest = rows
+            .iter()
+            .filter(|r| r["frame"] == t["frame"] && r["class"] == "vehicle")
+            .map(|r| {
+                let (a, b) = centre(r);
+                ((a - x).hypot(b - y), r["track_id"].as_str().unwrap().to_string())
+            })
+            .min_by(|a, b| a.0.total_cmp(&b.0))
+            .unwrap();
+        assert!(nearest.0 < 1.0, "{t} is {:.2} m from any true box", nearest.0);
+        let id = t["track_id"].as_str().unwrap().to_string();
+        let previous = identity.entry(id.clone()).or_insert_with(|| nearest.1.clone());
+        assert_eq!(*previous, nearest.1, "track {id} switches objects at {t}");
+        if t["frame"] == 4 {
+            // Between two detections, or (a track that starts at 5 or ends at 3) extended on
+            // the frame's points.
+            assert!(t["origin"] == "interpolated" || t["origin"] == "extended", "{t}");
+            filled += usize::from(t["origin"] == "interpolated");
+        }
+    }
+    let in_frame_3 = rows.iter().filter(|r| seen(r) && r["frame"] == 3).count();
+    assert!(
+        filled * 10 >= in_frame_3 * 8,
+        "frame 4 filled with {filled} boxes; frame 3 has {in_frame_3}"
+    );
 }

@@ -1,7 +1,8 @@
 //! Detections a user brings, as JSON lines: one box per line, `{"sequence": "…", "frame": 3,
 //! "box": [x, y, z, l, w, h, yaw(, pitch, roll)], "class": "vehicle", "score": 0.8, "detector":
 //! "mine"}`, boxes in the sensor frame of the frame (`frame` is the frame index). `boxlayer run
-//! --detections` takes them instead of running detectors; `boxlayer fuse` fuses them alone.
+//! --detections` takes them instead of running detectors; `boxlayer fuse` fuses them alone and
+//! `boxlayer track` tracks per-frame boxes (fused or a single detector's) alone.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -98,6 +99,145 @@ pub fn fuse_detections_file(
     Ok(text)
 }
 
+/// A log's frames as the tracker sees them: by frame index, the sweep's time and pose and the
+/// position to read its points from.
+struct LogFrames<'a> {
+    source: &'a dyn crate::sources::Source,
+    by_index: BTreeMap<i64, (usize, i64, nalgebra::Isometry3<f64>)>,
+}
+
+impl<'a> LogFrames<'a> {
+    fn read(source: &'a dyn crate::sources::Source) -> Result<Self, PipelineError> {
+        let mut by_index = BTreeMap::new();
+        for position in 0..source.len() {
+            match source.frame(position) {
+                Ok(f) => {
+                    by_index.insert(f.index as i64, (position, f.timestamp_micros, f.world_from_sensor));
+                }
+                Err(e) => tracing::warn!("{e}; its boxes are tracked without its pose"),
+            }
+        }
+        Ok(Self { source, by_index })
+    }
+}
+
+/// The points of the frames being tracked, read from the log when the tracker asks.
+struct LogPoints<'a> {
+    log: &'a LogFrames<'a>,
+    /// Tracker frame → source position.
+    positions: Vec<Option<usize>>,
+}
+
+impl crate::track::SweepPoints for LogPoints<'_> {
+    fn points_in_sensor(&self, frame: usize) -> Option<std::sync::Arc<crate::cloud::PointCloud>> {
+        let position = (*self.positions.get(frame)?)?;
+        self.log
+            .source
+            .frame(position)
+            .ok()
+            .map(|f| std::sync::Arc::new(f.cloud))
+    }
+}
+
+/// Sweep period assumed between frames when no log gives their times (10 Hz, Waymo's and the
+/// Ouster's rate).
+pub const DEFAULT_FRAME_PERIOD_MICROS: i64 = 100_000;
+
+/// Tracks every sequence of `path` (per-frame boxes as evaluator JSON lines, as `boxlayer fuse`
+/// writes them) with `tracking` resolved for `platform`; returns the consolidated boxes as JSON
+/// lines with their `track_id` and `origin`, sorted by sequence, frame and track. With `log`, each
+/// frame's time, pose and points come from the log's frame of the same index; without, frames are
+/// 100 ms apart and the sensor is taken as still (boxes tracked in the sensor frame).
+pub fn track_boxes_file(
+    path: &Path,
+    tracking: &crate::track::TrackingProfiles,
+    platform: crate::frame::Platform,
+    log: Option<&dyn crate::sources::Source>,
+) -> Result<String, PipelineError> {
+    use crate::track::{TrackFrame, TrackInputBox};
+    let data = crate::eval::input::load_jsonl(path).map_err(|e| PipelineError::Config(e.to_string()))?;
+    if !data.queries.is_empty() {
+        return Err(PipelineError::Config(format!(
+            "{}: grounding lines (`query`) are not boxes to track",
+            path.display()
+        )));
+    }
+    let log = log.map(LogFrames::read).transpose()?;
+    let mut sequences: BTreeMap<String, BTreeMap<i64, Vec<TrackInputBox>>> = BTreeMap::new();
+    for b in data.boxes {
+        sequences
+            .entry(b.frame.sequence)
+            .or_default()
+            .entry(b.frame.frame as i64)
+            .or_default()
+            .push(TrackInputBox {
+                box3: b.bbox,
+                class: b.class,
+                score: b.score,
+                votes: 1,
+            });
+    }
+    let mut text = String::new();
+    for (sequence, frames) in sequences {
+        // Every frame from the first to the last with boxes, so gaps can be filled.
+        let (first, last) = match (frames.keys().next(), frames.keys().next_back()) {
+            (Some(a), Some(b)) => (*a, *b),
+            _ => continue,
+        };
+        let mut track_frames = Vec::new();
+        let mut positions = Vec::new();
+        let mut indices = Vec::new();
+        for index in first..=last {
+            let known = log.as_ref().and_then(|l| l.by_index.get(&index));
+            let (timestamp_micros, world_from_sensor) = match known {
+                Some((_, t, pose)) => (*t, *pose),
+                None => (index * DEFAULT_FRAME_PERIOD_MICROS, nalgebra::Isometry3::identity()),
+            };
+            if log.is_some() && known.is_none() && frames.contains_key(&index) {
+                tracing::warn!("{sequence}: frame {index} is not in the log; tracked at 10 Hz without a pose");
+            }
+            positions.push(known.map(|k| k.0));
+            indices.push(index);
+            track_frames.push(TrackFrame {
+                timestamp_micros,
+                world_from_sensor,
+                boxes: frames.get(&index).cloned().unwrap_or_default(),
+            });
+        }
+        let consolidation = match &log {
+            Some(log) => crate::track::consolidate(
+                &track_frames,
+                &LogPoints { log, positions },
+                tracking.for_platform(platform),
+            ),
+            None => crate::track::consolidate(&track_frames, &crate::track::NoPoints, tracking.for_platform(platform)),
+        }
+        .map_err(|source| PipelineError::Track {
+            sequence: sequence.clone(),
+            source,
+        })?;
+        for b in &consolidation.boxes {
+            let e = crate::eval::EvalBox {
+                frame: crate::eval::FrameKey {
+                    sequence: sequence.clone(),
+                    frame: indices[b.frame].max(0) as u64,
+                },
+                bbox: b.box_in_sensor,
+                class: b.class,
+                score: b.score,
+                track_id: Some(b.track_id.to_string()),
+                num_points: None,
+                platform: Some(platform),
+            };
+            let mut row = crate::eval::input::to_json_row(&e);
+            row.insert("origin".into(), b.origin.as_str().into());
+            text.push_str(&serde_json::Value::Object(row).to_string());
+            text.push('\n');
+        }
+    }
+    Ok(text)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -126,5 +266,35 @@ mod tests {
         .unwrap();
         let e = read_detections_jsonl(&path).unwrap_err().to_string();
         assert!(e.contains("line 1") && e.contains("`box`"), "{e}");
+    }
+
+    /// Without a log, frames are 100 ms apart and the sensor still: a box seen on frames 10, 11,
+    /// 13 and 14 is one track, frame 12 interpolated between its neighbours.
+    #[test]
+    fn without_a_log_a_gap_is_interpolated_at_ten_hertz() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("fused.jsonl");
+        let mut text = String::new();
+        for frame in [10, 11, 13, 14] {
+            let x = 10.0 + 0.5 * f64::from(frame - 10);
+            text.push_str(&format!(
+                "{{\"sequence\":\"s\",\"frame\":{frame},\"box\":[{x},2,0,4,2,1.5,0],\"class\":\"vehicle\",\"score\":0.9}}\n"
+            ));
+        }
+        std::fs::write(&path, text).unwrap();
+        let out = track_boxes_file(
+            &path,
+            &crate::track::TrackingProfiles::default(),
+            crate::frame::Platform::Vehicle,
+            None,
+        )
+        .unwrap();
+        let rows: Vec<serde_json::Value> = out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        let frames: Vec<u64> = rows.iter().map(|r| r["frame"].as_u64().unwrap()).collect();
+        assert_eq!(frames, [10, 11, 12, 13, 14], "{out}");
+        assert!(rows.iter().all(|r| r["track_id"] == rows[0]["track_id"]), "{out}");
+        assert_eq!(rows[2]["origin"], "interpolated");
+        // Halfway between 10.5 and 11.5 (a constant-velocity track).
+        assert!((rows[2]["box"][0].as_f64().unwrap() - 11.0).abs() < 0.05, "{out}");
     }
 }

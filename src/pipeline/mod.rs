@@ -25,7 +25,9 @@ pub use config::{
     ReviewConfig, RuntimeConfig, SourceConfig, StagesConfig,
 };
 pub use data_manifest::{DataManifest, ManifestError, SequenceEntry, Split};
-pub use detections_jsonl::{fuse_detections_file, read_detections_jsonl};
+pub use detections_jsonl::{
+    DEFAULT_FRAME_PERIOD_MICROS, fuse_detections_file, read_detections_jsonl, track_boxes_file,
+};
 pub use score::{ClassAp, LayerScores, class_ap, label_truth, score_layer, visible_truth};
 pub use sequence::{DetectionsFrom, SequenceJob, SequenceLayer, run_sequence, track_input};
 

@@ -45,12 +45,20 @@ struct BoxLine {
     /// The detector of a `boxlayer detect` line; not used in scoring.
     #[allow(dead_code)]
     detector: Option<String>,
+    /// Where a `boxlayer track` box came from (`detected`, `interpolated`, …); not used in scoring.
+    #[allow(dead_code)]
+    origin: Option<String>,
 }
 
 /// One detection/tracking box as a JSON-lines row (no trailing newline), the inverse of
 /// [`load_jsonl`]: 9 box values, the class, the score (omitted when 1), and the optional fields
 /// that are set.
 pub fn to_json_line(b: &EvalBox) -> String {
+    serde_json::Value::Object(to_json_row(b)).to_string()
+}
+
+/// [`to_json_line`] as a JSON object, for writers that add fields of their own (`origin`).
+pub fn to_json_row(b: &EvalBox) -> serde_json::Map<String, serde_json::Value> {
     let mut row = serde_json::Map::new();
     row.insert("sequence".into(), b.frame.sequence.clone().into());
     row.insert("frame".into(), b.frame.frame.into());
@@ -68,7 +76,7 @@ pub fn to_json_line(b: &EvalBox) -> String {
     if let Some(p) = b.platform {
         row.insert("platform".into(), p.as_str().into());
     }
-    serde_json::Value::Object(row).to_string()
+    row
 }
 
 /// Reads a JSON-lines box list. Lines with a `query` field are grounding boxes (grouped into

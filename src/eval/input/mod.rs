@@ -18,7 +18,7 @@ use super::EvalError;
 use crate::frame::{ObjectClass, Platform};
 use crate::geometry::Box3;
 
-pub use jsonl::{load_jsonl, to_json_line};
+pub use jsonl::{load_jsonl, to_json_line, to_json_row};
 pub use shards::load_shards;
 pub use three_eed::{class_from_3eed_name, load_3eed};
 pub use truth::load_truth_parquet;

@@ -81,9 +81,7 @@ fn push_rows(batch: &RecordBatch, row0: usize, data: &mut EvalData) -> Result<()
         {
             return Err((at(), "a required value is null".into()));
         }
-        let v: Vec<f64> = (0..9)
-            .map(|k| values.value(boxes.value_offset_at(i) + k))
-            .collect();
+        let v: Vec<f64> = (0..9).map(|k| values.value(boxes.value_offset_at(i) + k)).collect();
         if v.iter().any(|x| !x.is_finite()) {
             tracing::warn!("{}: a non-finite box value; the box is skipped", at());
             continue;
