@@ -18,12 +18,23 @@ export HDF5_USE_FILE_LOCKING=FALSE
 # BOXLAYER_BIN: a built boxlayer to simulate the seeds with (default: build one here).
 bin=${BOXLAYER_BIN:-target/release/boxlayer}
 [ -n "${BOXLAYER_BIN:-}" ] || cargo build --release --locked --bin boxlayer
-# Seeds: a 2-sweep drone sequence (M3ED) and a 2-frame Waymo segment, one camera.
+# Seeds: a 2-sweep drone sequence (M3ED) and a 2-frame Waymo segment without images.
 [ -f "$seeds/falcon_sim_seed7_data.h5" ] || $bin simulate --platform drone --frames 2 --seed 7 --out "$seeds" >/dev/null
 [ -f "$seeds/segment-sim_seed7_with_camera_labels.tfrecord" ] ||
-  $bin simulate --platform vehicle --frames 2 --seed 7 --cameras FRONT --out "$seeds" >/dev/null
+  $bin simulate --platform vehicle --frames 2 --seed 7 --cameras none --out "$seeds" >/dev/null
 cp "$seeds/segment-sim_seed7_with_camera_labels.tfrecord" fuzz/corpus/tfrecord_reader/seed.tfrecord
-cp "$seeds/falcon_sim_seed7_data.h5" fuzz/corpus/m3ed_open/seed.h5
+# M3ED inputs are edit lists over the pristine file (fuzz_targets/m3ed_open.rs): the file itself,
+# then a few seeded edits, half in the first 64 kB (superblock, object headers, metadata heap).
+python3 - "$seeds/falcon_sim_seed7_data.h5" fuzz/corpus/m3ed_open <<'PY'
+import os, random, struct, sys
+size = os.path.getsize(sys.argv[1])
+rng = random.Random(18)
+open(f"{sys.argv[2]}/pristine", "wb").write(b"\x00")
+for k in range(16):
+    span = min(size, 64 << 10) if k % 2 == 0 else size
+    edits = b"".join(struct.pack("<IBB", rng.randrange(span), rng.randrange(1, 256), 1) for _ in range(1 + k % 3))
+    open(f"{sys.argv[2]}/edit{k}", "wb").write(b"\x00" + edits)
+PY
 # Frame protos: the records' payloads (TFRecord framing: u64 length, u32 CRC, data, u32 CRC).
 python3 - "$seeds/segment-sim_seed7_with_camera_labels.tfrecord" fuzz/corpus/frame_proto <<'PY'
 import struct, sys
@@ -34,9 +45,11 @@ while at + 12 <= len(data):
     open(f"{sys.argv[2]}/record{k}.pb", "wb").write(data[at + 12 : at + 12 + n])
     at, k = at + 16 + n, k + 1
 PY
-max_m3ed=$(( $(stat -c %s fuzz/corpus/m3ed_open/seed.h5) + 4096 ))
 max_frame=$(( $(ls -l fuzz/corpus/frame_proto | awk 'NR>1 {print $5}' | sort -n | tail -1) + 4096 ))
-common=(-timeout=20 -rss_limit_mb=1024 -malloc_limit_mb=1024 -detect_leaks=0 -print_final_stats=1)
+# Every target: no input may run 20 s or allocate 1 GiB at once. RSS: 1 GiB for the M3ED reader
+# (its corpus is edit lists, so RSS is the reader's); 6 GiB for the Waymo targets, whose corpus
+# of MB-sized records libFuzzer holds in memory.
+common=(-timeout=20 -malloc_limit_mb=1024 -detect_leaks=0 -print_final_stats=1)
 cargo +nightly fuzz build --fuzz-dir fuzz
 status=0
 run() {
@@ -52,11 +65,11 @@ run() {
   return $status
 }
 pids=()
-[ "$tfrecord_s" -gt 0 ] && { run tfrecord_reader "$tfrecord_s" -dict=fuzz/tfrecord.dict & pids+=($!); }
-[ "$frame_s" -gt 0 ] && { run frame_proto "$frame_s" -max_len="$max_frame" & pids+=($!); }
+[ "$tfrecord_s" -gt 0 ] && { run tfrecord_reader "$tfrecord_s" -rss_limit_mb=6144 -dict=fuzz/tfrecord.dict & pids+=($!); }
+[ "$frame_s" -gt 0 ] && { run frame_proto "$frame_s" -rss_limit_mb=6144 -max_len="$max_frame" & pids+=($!); }
 if [ "$m3ed_s" -gt 0 ]; then
-  { BOXLAYER_FUZZ_POSE="$seeds/falcon_sim_seed7_pose_gt.h5" BOXLAYER_FUZZ_TMP=/dev/shm \
-    run m3ed_open "$m3ed_s" -max_len="$max_m3ed" & pids+=($!); }
+  { BOXLAYER_FUZZ_SEED="$seeds/falcon_sim_seed7_data.h5" BOXLAYER_FUZZ_POSE="$seeds/falcon_sim_seed7_pose_gt.h5" \
+    BOXLAYER_FUZZ_TMP=/dev/shm run m3ed_open "$m3ed_s" -rss_limit_mb=1024 -max_len=4096 & pids+=($!); }
 fi
 for pid in "${pids[@]}"; do wait "$pid" || status=1; done
 exit $status
