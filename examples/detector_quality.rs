@@ -164,7 +164,8 @@ fn measure(detector: &Detector, platform: Platform, args: &Args) -> anyhow::Resu
                 if o.num_lidar_points == 0 || !inside(b.x, b.y) {
                     continue;
                 }
-                out.gt.push(o.to_eval_box(&sequence, index, platform));
+                out.gt
+                    .push(boxlayer::eval::input::object_truth_box(o, &sequence, index, platform));
                 if o.class == ObjectClass::Vehicle
                     && o.num_lidar_points >= NEAR_MIN_POINTS
                     && b.x.hypot(b.y) < NEAR_MAX_RANGE_M

@@ -123,7 +123,9 @@ fn class_ap(gt: &[EvalBox], pred: &[EvalBox], class: ObjectClass) -> f64 {
 }
 
 fn truth(seqs: &[NoisySequence]) -> Vec<EvalBox> {
-    seqs.iter().flat_map(|s| s.truth_eval_boxes()).collect()
+    seqs.iter()
+        .flat_map(boxlayer::eval::input::noisy_sequence_truth)
+        .collect()
 }
 
 fn fused(seqs: &[NoisySequence], config: &FusionConfig) -> anyhow::Result<Vec<EvalBox>> {
@@ -413,7 +415,9 @@ fn main() -> anyhow::Result<()> {
 
         // Single detectors on both splits; AP-proportional weights and the best one come from tuning.
         let single = |seqs: &[NoisySequence], name: &str| -> Vec<EvalBox> {
-            seqs.iter().flat_map(|s| s.detector_eval_boxes(name)).collect()
+            seqs.iter()
+                .flat_map(|s| boxlayer::eval::input::noisy_sequence_detections(s, name))
+                .collect()
         };
         let mut rows: Vec<(String, [Option<f64>; 3], String)> = Vec::new();
         let mut single_tune: BTreeMap<String, [Option<f64>; 3]> = BTreeMap::new();

@@ -24,12 +24,12 @@ fn main() -> anyhow::Result<()> {
     for platform in [Platform::Vehicle, Platform::Drone, Platform::Quadruped] {
         let seq = simulate_noisy_sequence(SimConfig::default(), platform, frames, seed, &profiles)?;
         let gt = EvalData {
-            boxes: seq.truth_eval_boxes(),
+            boxes: boxlayer::eval::input::noisy_sequence_truth(&seq),
             queries: Vec::new(),
         };
         for profile in &profiles {
             let pred = EvalData {
-                boxes: seq.detector_eval_boxes(&profile.name),
+                boxes: boxlayer::eval::input::noisy_sequence_detections(&seq, &profile.name),
                 queries: Vec::new(),
             };
             let report = evaluate(&gt, &pred, &config)?;

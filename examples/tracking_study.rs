@@ -589,7 +589,7 @@ fn main() -> Result<()> {
             if args.diagnose {
                 diagnose(&seq, &labels, &consolidated, &mut diagnosis);
             }
-            gt.extend(seq.truth_eval_boxes());
+            gt.extend(boxlayer::eval::input::noisy_sequence_truth(&seq));
             per_frame.extend(label_eval_boxes(&seq, &labels));
             offline.extend(track_eval_boxes(&seq, &consolidated));
             baseline.extend(track_eval_boxes(&seq, &forward));

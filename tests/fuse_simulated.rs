@@ -65,11 +65,11 @@ fn fused(seq: &NoisySequence, config: &FusionConfig) -> Vec<EvalBox> {
 fn fusing_three_simulated_detectors_beats_the_best_single_one() {
     let profiles = standard_detector_profiles();
     let seq = simulate_noisy_sequence(SimConfig::default(), Platform::Drone, 3, 11, &profiles).unwrap();
-    let gt = seq.truth_eval_boxes();
+    let gt = boxlayer::eval::input::noisy_sequence_truth(&seq);
     assert!(gt.iter().filter(|b| b.class == ObjectClass::Vehicle).count() >= 50);
     let best_single = profiles
         .iter()
-        .map(|p| vehicle_ap(&gt, &seq.detector_eval_boxes(&p.name)))
+        .map(|p| vehicle_ap(&gt, &boxlayer::eval::input::noisy_sequence_detections(&seq, &p.name)))
         .fold(0.0, f64::max);
     // KBF with every box allowed to stand alone (min_votes 1): the setting the study tunes to.
     let mut kbf = FusionConfig::default();

@@ -170,6 +170,25 @@ fn metadata_in_file(data: &Path) -> (Vec<u8>, usize, usize) {
     (bytes, at, json.len())
 }
 
+/// Found by the M3ED fuzz target (`fuzz/campaign.sh`, 2026-12-02): one byte of the superblock
+/// area (offset 135 ^ 0x59) makes libhdf5 ask malloc for 0x5900…0100 bytes. glibc refuses at once
+/// and the open ends in a clear error naming the file, with nothing allocated.
+#[test]
+fn a_superblock_declaring_an_impossible_size_is_a_clear_error() {
+    let _lock = serialised();
+    let (dir, data, _pose) = copy();
+    let mut bytes = std::fs::read(&data).unwrap();
+    bytes[135] ^= 0x59;
+    std::fs::write(&data, &bytes).unwrap();
+    let e = open(&data).err().expect("a damaged superblock opens");
+    let text = e.to_string();
+    assert!(
+        text.contains(&data.display().to_string()) && text.contains("memory allocation failed"),
+        "{text}"
+    );
+    drop(dir);
+}
+
 /// Issue 18: single-byte damage to the global heap under `/ouster/metadata` made libhdf5 1.10
 /// segfault or loop forever in `H5HG_read`. The string is now read and bounds-checked here.
 #[test]

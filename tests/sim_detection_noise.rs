@@ -347,11 +347,11 @@ fn exact_profile_returns_the_truth_and_scores_ap_one() {
     }
     assert!(total > 0, "the scene must hold visible objects");
     let gt = EvalData {
-        boxes: seq.truth_eval_boxes(),
+        boxes: boxlayer::eval::input::noisy_sequence_truth(&seq),
         queries: Vec::new(),
     };
     let pred = EvalData {
-        boxes: seq.detector_eval_boxes("exact"),
+        boxes: boxlayer::eval::input::noisy_sequence_detections(&seq, "exact"),
         queries: Vec::new(),
     };
     assert_eq!(gt.boxes.len(), total);
@@ -409,11 +409,11 @@ fn noisy_sequence_is_deterministic_and_its_false_positives_sit_on_clutter() {
     assert!(fps > 0, "four false positives per frame expected");
     // The centre-based detector's boxes evaluate, with AP strictly between 0 and 1 for vehicles.
     let gt = EvalData {
-        boxes: a.truth_eval_boxes(),
+        boxes: boxlayer::eval::input::noisy_sequence_truth(&a),
         queries: Vec::new(),
     };
     let pred = EvalData {
-        boxes: a.detector_eval_boxes(&profiles[0].name),
+        boxes: boxlayer::eval::input::noisy_sequence_detections(&a, &profiles[0].name),
         queries: Vec::new(),
     };
     assert!(!pred.boxes.is_empty());
@@ -491,12 +491,16 @@ fn synthetic_run(
                 object_at(track, class, x, y, rng.random_range(-3.0..3.0), points)
             })
             .collect();
-        truth.extend(objects.iter().map(|o| o.to_eval_box("synthetic", f, Platform::Vehicle)));
+        truth.extend(
+            objects
+                .iter()
+                .map(|o| boxlayer::eval::input::object_truth_box(o, "synthetic", f, Platform::Vehicle)),
+        );
         detections.extend(
             model
                 .detect(f, &objects, &clutter)
                 .iter()
-                .map(|d| boxlayer::sim::noisy_sequence::detection_eval_box(d, "synthetic", f, Platform::Vehicle)),
+                .map(|d| boxlayer::eval::input::detection_box(d, "synthetic", f, Platform::Vehicle)),
         );
     }
     (truth, detections)

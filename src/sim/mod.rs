@@ -49,7 +49,7 @@ pub use write_m3ed::{
     ovc_image_times, ovc_rgb_calibration, sensor_from_prophesee_left, simulate_m3ed, sweep_pixels, sweep_times_micros,
     write_m3ed_sequence,
 };
-pub use write_truth::{TruthParquetPaths, TruthTables, TruthWriteError};
+pub use write_truth::{TruthParquetPaths, TruthTables, TruthWriteError, truth_json_line};
 pub use write_waymo::{
     CAMERA_SHUTTER_S, CameraRenderer, DEFAULT_CAMERA_IMAGES, DEFAULT_JPEG_QUALITY, WaymoWriteError, WaymoWriteOptions,
     WaymoWriteSummary, camera_calibrations, default_segment_name, laser_calibration, laser_label, projected_labels,

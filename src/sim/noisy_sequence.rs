@@ -8,7 +8,6 @@ use super::config::SimConfig;
 use super::detection_noise::{DetectionNoiseModel, DetectorNoiseProfile};
 use super::simulator::{ObjectTruth, SimError, Simulator};
 use crate::boxes::Detection;
-use crate::eval::{EvalBox, FrameKey};
 use crate::frame::Platform;
 
 /// One sweep of a noisy sequence.
@@ -90,47 +89,4 @@ pub fn simulate_noisy_sequence(
         platform,
         frames: out,
     })
-}
-
-impl NoisySequence {
-    /// Every frame's truth as evaluator boxes (sensor frame, with track ids and point counts).
-    pub fn truth_eval_boxes(&self) -> Vec<EvalBox> {
-        self.frames
-            .iter()
-            .flat_map(|f| {
-                f.truth
-                    .iter()
-                    .map(move |o| o.to_eval_box(&self.sequence, f.index, self.platform))
-            })
-            .collect()
-    }
-
-    /// Every frame's detections of the detector named `detector` as evaluator boxes (no track ids).
-    pub fn detector_eval_boxes(&self, detector: &str) -> Vec<EvalBox> {
-        self.frames
-            .iter()
-            .flat_map(|f| {
-                f.detections
-                    .iter()
-                    .filter(move |d| d.detector == detector)
-                    .map(move |d| detection_eval_box(d, &self.sequence, f.index, self.platform))
-            })
-            .collect()
-    }
-}
-
-/// One detection as an evaluator box of frame `frame` of `sequence`.
-pub fn detection_eval_box(detection: &Detection, sequence: &str, frame: usize, platform: Platform) -> EvalBox {
-    EvalBox {
-        frame: FrameKey {
-            sequence: sequence.to_string(),
-            frame: frame as u64,
-        },
-        bbox: detection.box3,
-        class: detection.class,
-        score: f64::from(detection.score),
-        track_id: None,
-        num_points: None,
-        platform: Some(platform),
-    }
 }

@@ -19,7 +19,6 @@ use super::platform::{PlatformMotion, ideal_imu};
 use super::scene::{EGO_LANE_OFFSET_M, QUADRUPED_OFFSET_M, Region, Scene, SceneObject, build_scene, grid_route};
 use super::shape::Ray;
 use super::terrain::Terrain;
-use crate::eval::{EvalBox, FrameKey};
 use crate::frame::{GroundTruthBox, ImuSample, ObjectClass, Platform};
 use crate::geometry::Box3;
 
@@ -136,22 +135,6 @@ pub struct ObjectTruth {
 }
 
 impl ObjectTruth {
-    /// This object as an evaluator box (sensor frame, score 1, track id as decimal text).
-    pub fn to_eval_box(&self, sequence: &str, frame: usize, platform: Platform) -> EvalBox {
-        EvalBox {
-            frame: FrameKey {
-                sequence: sequence.to_string(),
-                frame: frame as u64,
-            },
-            bbox: self.box_in_sensor,
-            class: self.class,
-            score: 1.0,
-            track_id: Some(self.track_id.to_string()),
-            num_points: Some(u64::from(self.num_lidar_points)),
-            platform: Some(platform),
-        }
-    }
-
     /// This object as the crate's `GroundTruthBox` (track id as decimal text).
     pub fn to_ground_truth_box(&self) -> GroundTruthBox {
         GroundTruthBox {

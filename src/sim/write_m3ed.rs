@@ -30,7 +30,6 @@ use super::lidar::{OUSTER_BEAMS, OUSTER_COLUMNS, OusterCalibration};
 use super::simulator::{LidarCalibration, LidarSweep, OusterScan, SWEEP_PERIOD_MICROS, SimError, Simulator};
 use super::write_truth::{TruthParquetPaths, TruthTables, TruthWriteError};
 use crate::atomic_file::AtomicFile;
-use crate::eval::input::to_json_line;
 use crate::frame::{CameraAxes, CameraCalibration, Distortion, Platform};
 use crate::sources::m3ed::metadata::DataFormat;
 use crate::sources::m3ed::{
@@ -393,7 +392,7 @@ pub fn write_m3ed_sequence(
         l0_from_sensor.push(w0.inverse() * sweep.world_from_sensor);
 
         for object in &sweep.objects {
-            let text = to_json_line(&object.to_eval_box(sequence_name, index, platform));
+            let text = super::truth_json_line(object, sequence_name, index, platform);
             writeln!(truth, "{text}").map_err(io(&truth_path))?;
         }
         truth_tables.push_sweep(index, &sweep);

@@ -41,6 +41,21 @@ pub enum TruthWriteError {
     },
 }
 
+/// One object's JSON-lines truth row (no newline), as `<seq>_boxes_gt.jsonl` holds them:
+/// `sequence`, `frame`, `box` (9 values, sensor frame), `class`, `track_id` (decimal text),
+/// `num_points` and `platform`, keys sorted; `eval` reads it as its JSON-lines format.
+pub fn truth_json_line(object: &super::ObjectTruth, sequence: &str, frame: usize, platform: Platform) -> String {
+    let mut row = serde_json::Map::new();
+    row.insert("sequence".into(), sequence.into());
+    row.insert("frame".into(), (frame as u64).into());
+    row.insert("box".into(), box_values(&object.box_in_sensor).to_vec().into());
+    row.insert("class".into(), object.class.as_str().into());
+    row.insert("track_id".into(), object.track_id.to_string().into());
+    row.insert("num_points".into(), u64::from(object.num_lidar_points).into());
+    row.insert("platform".into(), platform.as_str().into());
+    serde_json::Value::Object(row).to_string()
+}
+
 /// Ground-truth rows gathered sweep by sweep, written once at the end.
 #[derive(Debug, Clone, Default)]
 pub struct TruthTables {

@@ -40,7 +40,6 @@ use super::write_m3ed::stats;
 use super::write_truth::{TruthParquetPaths, TruthTables, TruthWriteError};
 use crate::atomic_file::AtomicFile;
 use crate::camera::project_box;
-use crate::eval::input::to_json_line;
 use crate::frame::{CameraCalibration, Platform};
 use crate::geometry::pose::rotation_from_euler;
 use crate::geometry::{Box3, wrap_angle};
@@ -725,7 +724,7 @@ pub fn write_waymo_segment_with(
                 .entry(label_type(object.class))
                 .or_default()
                 .insert(object.track_id);
-            let text = to_json_line(&object.to_eval_box(name, index, platform));
+            let text = super::truth_json_line(object, name, index, platform);
             writeln!(truth, "{text}").map_err(io(&truth_path))?;
         }
         truth_tables.push_sweep(index, &sweep);

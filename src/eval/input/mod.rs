@@ -4,6 +4,7 @@
 
 mod jsonl;
 mod shards;
+mod sim;
 mod three_eed;
 mod truth;
 mod waymo;
@@ -20,6 +21,7 @@ use crate::geometry::Box3;
 
 pub use jsonl::{load_jsonl, to_json_line, to_json_row};
 pub use shards::load_shards;
+pub use sim::{detection_box, noisy_sequence_detections, noisy_sequence_truth, object_truth_box};
 pub use three_eed::{class_from_3eed_name, load_3eed};
 pub use truth::load_truth_parquet;
 pub use waymo::{load_waymo_labels, load_waymo_labels_with_gaps};
