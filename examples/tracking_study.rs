@@ -1,30 +1,29 @@
 //! The tracking study of `docs/tracking.md`: simulated sequences of all three platforms with the
-//! detection-noise model (three detectors), fused per frame, then consolidated by the offline
-//! tracker and by the AB3DMOT-style forward-only baseline. Prints one Markdown table of BEV AP
+//! detection-noise model (three detectors), run through the real pipeline
+//! (`pipeline::run_sequence` with the detections given: fused per frame, then consolidated by the
+//! offline tracker, and once more with the AB3DMOT-style forward-only baseline tracker). Prints one Markdown table of BEV AP
 //! (vehicle @0.7, pedestrian @0.5), recall, and vehicle MOTA / ID switches per 100 GT tracks.
 //!
 //! ```sh
 //! cargo run --release --example tracking_study -- --frames 200 --seeds 101,102
 //! ```
 
-use std::time::Instant;
+use std::collections::BTreeMap;
 
 use anyhow::{Context, Result};
-use boxlayer::PointCloud;
 use boxlayer::detect::Detection;
 use boxlayer::eval::{
     ClassThresholds, DetectionConfig, EvalBox, FrameKey, ThresholdRule, TrackingConfig, evaluate_detection,
     evaluate_tracking,
 };
 use boxlayer::frame::{ObjectClass, Platform};
-use boxlayer::fuse::{Fuser, FusionConfig};
-use boxlayer::geometry::{Box3, nms_bev};
+use boxlayer::fuse::{FusionConfig, FusionMethod};
+use boxlayer::geometry::Box3;
+use boxlayer::pipeline::{DetectionsFrom, PipelineConfig, SequenceJob, run_sequence};
 use boxlayer::sim::SimConfig;
 use boxlayer::sim::detection_noise::standard_detector_profiles;
-use boxlayer::sim::noisy_sequence::{NoisySequence, simulate_noisy_sequence};
-use boxlayer::track::{
-    BoxOrigin, Consolidation, TrackConfig, TrackFrame, TrackInputBox, TrackingProfiles, consolidate,
-};
+use boxlayer::sim::noisy_sequence::{NoisySequence, NoisySource, simulate_noisy_sequence};
+use boxlayer::track::{BoxOrigin, Consolidation, TrackConfig, TrackInputBox, TrackingProfiles};
 use clap::{Parser, ValueEnum};
 
 /// How each frame's detections become per-frame labels.
@@ -32,8 +31,7 @@ use clap::{Parser, ValueEnum};
 enum Fusion {
     /// KDE box fusion (`--fusion-config`, resolved for the platform).
     Kbf,
-    /// Union of the three detectors, then class-wise BEV NMS (this example's own, independent
-    /// of `fuse`).
+    /// Union of the three detectors, then class-wise BEV NMS (`fuse`'s `union_nms` method).
     UnionNms,
 }
 
@@ -73,41 +71,6 @@ struct Args {
 }
 
 /// BEV IoU above which union+NMS suppresses a box, per class (vehicle, pedestrian, cyclist, unknown).
-const UNION_NMS_IOU: [f64; 4] = [0.1, 0.3, 0.1, 0.1];
-
-fn class_index(class: ObjectClass) -> usize {
-    ObjectClass::ALL.iter().position(|&c| c == class).unwrap_or(3)
-}
-
-/// One frame's per-frame labels.
-fn fuse_frame(detections: &[Detection], fusion: Fusion, fuser: &Fuser) -> Result<Vec<TrackInputBox>> {
-    Ok(match fusion {
-        // The pipeline's own hand-off from fusion to tracking.
-        Fusion::Kbf => fuser
-            .fuse(detections)?
-            .iter()
-            .map(boxlayer::pipeline::track_input)
-            .collect(),
-        Fusion::UnionNms => {
-            let mut out = Vec::new();
-            for class in ObjectClass::ALL {
-                let members: Vec<&Detection> = detections.iter().filter(|d| d.class == class).collect();
-                let boxes: Vec<Box3> = members.iter().map(|d| d.box3).collect();
-                let scores: Vec<f32> = members.iter().map(|d| d.score).collect();
-                for k in nms_bev(&boxes, &scores, UNION_NMS_IOU[class_index(class)]) {
-                    out.push(TrackInputBox {
-                        box3: boxes[k],
-                        class,
-                        score: f64::from(scores[k]),
-                        votes: 1,
-                    });
-                }
-            }
-            out
-        }
-    })
-}
-
 fn key(sequence: &str, frame: usize) -> FrameKey {
     FrameKey {
         sequence: sequence.to_string(),
@@ -148,30 +111,6 @@ fn track_eval_boxes(seq: &NoisySequence, c: &Consolidation) -> Vec<EvalBox> {
             platform: Some(seq.platform),
         })
         .collect()
-}
-
-type SweepClouds = Vec<Option<std::sync::Arc<PointCloud>>>;
-
-fn track_frames(seq: &NoisySequence, labels: &[Vec<TrackInputBox>]) -> Result<(Vec<TrackFrame>, SweepClouds)> {
-    let mut frames = Vec::new();
-    let mut clouds = Vec::new();
-    for (f, boxes) in seq.frames.iter().zip(labels) {
-        let x = f.points.iter().map(|p| p[0]).collect();
-        let y = f.points.iter().map(|p| p[1]).collect();
-        let z = f.points.iter().map(|p| p[2]).collect();
-        clouds.push(Some(std::sync::Arc::new(PointCloud::from_columns(
-            x,
-            y,
-            z,
-            vec![0.0; f.points.len()],
-        )?)));
-        frames.push(TrackFrame {
-            timestamp_micros: f.timestamp_micros,
-            world_from_sensor: f.world_from_sensor,
-            boxes: boxes.clone(),
-        });
-    }
-    Ok((frames, clouds))
 }
 
 /// One row of the table.
@@ -566,26 +505,67 @@ fn main() -> Result<()> {
         "| platform | labels | vehicle BEV AP@0.7 | pedestrian BEV AP@0.5 | vehicle recall | pedestrian recall | vehicle MOTA | vehicle IDS/100 GT tracks | boxes |"
     );
     println!("|---|---|---|---|---|---|---|---|---|");
+    let fusion_config = FusionConfig {
+        method: match args.fusion {
+            Fusion::Kbf => fusion_config.method,
+            Fusion::UnionNms => FusionMethod::UnionNms,
+        },
+        ..fusion_config
+    };
+    let offline_config = PipelineConfig {
+        fusion: fusion_config.clone(),
+        tracking: tracking.clone(),
+        ..PipelineConfig::default()
+    };
+    let forward_config = PipelineConfig {
+        fusion: fusion_config,
+        tracking: TrackingProfiles {
+            vehicle: TrackConfig::forward_only_baseline(),
+            drone: TrackConfig::forward_only_baseline(),
+            quadruped: TrackConfig::forward_only_baseline(),
+            other: TrackConfig::forward_only_baseline(),
+        },
+        ..PipelineConfig::default()
+    };
     for &platform in &args.platforms {
-        let fuser = Fuser::new(&fusion_config, platform)?;
         let (mut gt, mut per_frame, mut offline, mut baseline) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         let mut seconds = [0.0f64; 2];
         let mut diagnosis = Diagnosis::default();
         for &seed in &args.seeds {
             let seq = simulate_noisy_sequence(SimConfig::default(), platform, args.frames, seed, &profiles)
                 .with_context(|| format!("simulating {platform} seed {seed}"))?;
-            let labels: Vec<Vec<TrackInputBox>> = seq
+            // The real pipeline, detections given: fusion and tracking as `boxlayer run` does
+            // them; the forward-only baseline is the same run with the baseline tracker.
+            let source = NoisySource::new(&seq);
+            let detections: BTreeMap<i64, Vec<Detection>> = seq
                 .frames
                 .iter()
-                .map(|f| fuse_frame(&f.detections, args.fusion, &fuser))
-                .collect::<Result<_>>()?;
-            let (frames, clouds) = track_frames(&seq, &labels)?;
-            let start = Instant::now();
-            let consolidated = consolidate(&frames, &clouds, tracking.for_platform(platform))?;
-            seconds[0] += start.elapsed().as_secs_f64();
-            let start = Instant::now();
-            let forward = consolidate(&frames, &clouds, &TrackConfig::forward_only_baseline())?;
-            seconds[1] += start.elapsed().as_secs_f64();
+                .map(|f| (f.index as i64, f.detections.clone()))
+                .collect();
+            let run = |config: &PipelineConfig| {
+                run_sequence(
+                    &SequenceJob {
+                        config,
+                        source: &source,
+                        platform,
+                        detections: DetectionsFrom::Given(&detections),
+                        frames: None,
+                        scratch_dir: None,
+                        progress: false,
+                    },
+                    None,
+                )
+            };
+            let layer = run(&offline_config)?;
+            seconds[0] += layer.times.track_s;
+            let forward_layer = run(&forward_config)?;
+            seconds[1] += forward_layer.times.track_s;
+            let labels: Vec<Vec<TrackInputBox>> = layer
+                .fused
+                .iter()
+                .map(|boxes| boxes.iter().map(boxlayer::pipeline::track_input).collect())
+                .collect();
+            let (consolidated, forward) = (layer.consolidation, forward_layer.consolidation);
             if args.diagnose {
                 diagnose(&seq, &labels, &consolidated, &mut diagnosis);
             }

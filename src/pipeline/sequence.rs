@@ -74,6 +74,9 @@ pub struct SequenceLayer {
     pub boxes: Vec<BoxRow>,
     /// The tracks, sorted by id.
     pub tracks: Vec<TrackRow>,
+    /// The tracker's own output the box rows were made of (frames by position in `frames`), for
+    /// studies that look inside tracking; empty in `labels` mode.
+    pub consolidation: Consolidation,
     /// Frames that could not be read (policy `skip`).
     pub errors: Vec<FrameError>,
     /// The source's labels per frame (same order as `frames`), for self-scoring.
@@ -437,6 +440,7 @@ pub fn run_sequence(job: &SequenceJob, points: Option<&mut PointsWriter>) -> Res
     }
     layer.boxes = boxes;
     layer.tracks = tracks;
+    layer.consolidation = consolidation;
     layer.frames = contexts.into_iter().map(|c| c.row).collect();
     times.describe_s = pass_started.elapsed().as_secs_f64();
     times.total_s = total_started.elapsed().as_secs_f64();

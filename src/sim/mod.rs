@@ -36,7 +36,7 @@ pub use lidar::{
     OS1_BEAM_ORIGIN_MM, OS1_IMU_TO_SENSOR, OS1_LIDAR_TO_SENSOR, OUSTER_BEAMS, OUSTER_COLUMNS, OusterCalibration,
     TOP_COLUMNS, TOP_INCLINATION_MAX_RAD, TOP_INCLINATION_MIN_RAD, TOP_ROWS, TopCalibration,
 };
-pub use noisy_sequence::{NoisyFrame, NoisySequence, simulate_noisy_sequence};
+pub use noisy_sequence::{NoisyFrame, NoisySequence, NoisySource, simulate_noisy_sequence};
 pub use object::FineLabel;
 pub use platform::GRAVITY_MPS2;
 pub use simulator::{

@@ -8,7 +8,9 @@ use super::config::SimConfig;
 use super::detection_noise::{DetectionNoiseModel, DetectorNoiseProfile};
 use super::simulator::{ObjectTruth, SimError, Simulator};
 use crate::boxes::Detection;
-use crate::frame::Platform;
+use crate::cloud::PointCloud;
+use crate::frame::{Frame, Platform};
+use crate::sources::{SequenceMeta, Source, SourceError};
 
 /// One sweep of a noisy sequence.
 #[derive(Debug, Clone, PartialEq)]
@@ -89,4 +91,59 @@ pub fn simulate_noisy_sequence(
         platform,
         frames: out,
     })
+}
+
+/// A noise-model sequence as a [`Source`], so studies run it through `pipeline::run_sequence`
+/// with its detections given: each frame's points (intensity 0), time, pose and truth as labels.
+pub struct NoisySource<'a> {
+    sequence: &'a NoisySequence,
+    meta: SequenceMeta,
+}
+
+impl<'a> NoisySource<'a> {
+    /// Wraps `sequence`.
+    pub fn new(sequence: &'a NoisySequence) -> Self {
+        Self {
+            sequence,
+            meta: SequenceMeta {
+                name: sequence.sequence.clone(),
+                platform: sequence.platform,
+                source_kind: "sim-noisy",
+                path: std::path::PathBuf::new(),
+                skipped: Vec::new(),
+            },
+        }
+    }
+}
+
+impl Source for NoisySource<'_> {
+    fn meta(&self) -> &SequenceMeta {
+        &self.meta
+    }
+
+    fn len(&self) -> usize {
+        self.sequence.frames.len()
+    }
+
+    fn frame(&self, index: usize) -> Result<Frame, SourceError> {
+        let f = self.sequence.frames.get(index).ok_or(SourceError::FrameOutOfRange {
+            path: self.meta.path.clone(),
+            index,
+            len: self.len(),
+        })?;
+        let column = |k: usize| f.points.iter().map(|p| p[k]).collect();
+        let cloud = PointCloud::from_columns(column(0), column(1), column(2), vec![0.0; f.points.len()])
+            .map_err(|e| SourceError::corrupt(&self.meta.path, format!("frame {index}"), e.to_string()))?;
+        Ok(Frame {
+            sequence: self.sequence.sequence.clone(),
+            index: f.index,
+            timestamp_micros: f.timestamp_micros,
+            platform: self.sequence.platform,
+            cloud,
+            world_from_sensor: f.world_from_sensor,
+            imu: Vec::new(),
+            cameras: Vec::new(),
+            ground_truth: f.truth.iter().map(ObjectTruth::to_ground_truth_box).collect(),
+        })
+    }
 }
