@@ -179,7 +179,7 @@ fn inspect_waymo_v1(path: &Path, bytes: u64) -> Result<String, InspectError> {
     for i in 0..source.len() {
         match source.frame_proto(i).and_then(|p| Ok((p, source.frame(i)?))) {
             Ok(pair) => {
-                described = Some((i, pair));
+                described = Some(pair);
                 break;
             }
             Err(e) => undecodable.push(e),
@@ -188,12 +188,13 @@ fn inspect_waymo_v1(path: &Path, bytes: u64) -> Result<String, InspectError> {
     for e in &undecodable {
         let _ = writeln!(out, "  undecodable: {e}");
     }
-    let Some((index, (first, frame0))) = described else {
+    let Some((first, frame0)) = described else {
         let _ = writeln!(out, "no frame decodes");
         return Ok(out);
     };
     let context = first.context.clone().unwrap_or_default();
-    let _ = writeln!(out, "lidars (frame {index}):");
+    // Named by its index in the file, which a skipped record before it leaves unchanged.
+    let _ = writeln!(out, "lidars (frame {}):", frame0.index);
     for c in &context.laser_calibrations {
         let name = c.name.and_then(waymo::LaserName::from_i32);
         let laser = first.lasers.iter().find(|l| l.name == c.name);

@@ -292,6 +292,30 @@ fn inspect_check_decodes_every_frame_and_lists_damage() {
     assert!(text.contains("; 1 damaged") && text.contains("record 2"), "{text}");
     assert!(err.contains("damaged.tfrecord: 1 damaged records or frames"), "{err}");
 
+    // A first record whose framing is sound but whose payload is not a frame: the summary
+    // describes the next frame instead of failing, the check lists the bad one.
+    let mut w = boxlayer::sources::waymo::tfrecord::TfRecordWriter::new(Vec::new());
+    w.write_record(b"not a Frame proto \xff\xff\xff").unwrap();
+    let mut first_bad = w.finish().unwrap();
+    first_bad.extend_from_slice(&std::fs::read(&segment).unwrap()[starts[1].0..]);
+    let first_bad_path = dir.path().join("first_bad.tfrecord");
+    std::fs::write(&first_bad_path, &first_bad).unwrap();
+    let plain = boxlayer().arg("inspect").arg(&first_bad_path).output().unwrap();
+    let text = String::from_utf8_lossy(&plain.stdout);
+    assert!(
+        plain.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&plain.stderr)
+    );
+    assert!(
+        text.contains("2 frames, 1 damaged records skipped") && text.contains("lidars (frame 1)"),
+        "{text}"
+    );
+    let out = check(&first_bad_path);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("; 1 damaged"), "{text}");
+
     // A folder of KITTI sweeps, which the summary does not know: the check still reads it.
     let kitti = dir.path().join("kitti");
     std::fs::create_dir(&kitti).unwrap();

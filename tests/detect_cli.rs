@@ -37,6 +37,21 @@ fn detect_subcommand_exports_the_decoded_boxes_as_json() {
     }
     assert!((detections[0]["box"][0].as_f64().unwrap() - 1.234).abs() < 1e-3);
 
+    // `--detector` also takes the manifest path itself, to the same boxes.
+    let by_manifest = Command::new(env!("CARGO_BIN_EXE_boxlayer"))
+        .args(["detect", "--detector"])
+        .arg(detector.join("detector.toml"))
+        .arg(&sweep)
+        .args(["--json", "-"])
+        .output()
+        .unwrap();
+    assert!(
+        by_manifest.status.success(),
+        "{}",
+        String::from_utf8_lossy(&by_manifest.stderr)
+    );
+    assert_eq!(String::from_utf8(by_manifest.stdout).unwrap(), text);
+
     // The same file is the input of `fuse` and a prediction list for `eval`.
     let lines = dir.join("detections.jsonl");
     std::fs::write(&lines, &text).unwrap();
