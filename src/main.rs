@@ -328,8 +328,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             platform,
             out,
         } => {
-            let loaded = boxlayer::pipeline::PipelineConfig::load(&config)?;
-            let text = boxlayer::pipeline::fuse_detections_file(&detections, &loaded.config.fusion, platform)
+            let settings = boxlayer::pipeline::PipelineConfig::load_settings(&config)?;
+            let text = boxlayer::pipeline::fuse_detections_file(&detections, &settings.fusion, platform)
                 .with_context(|| format!("fuse {}", detections.display()))?;
             if out.as_os_str() == "-" {
                 write_stdout(&text)?;
@@ -345,15 +345,14 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             log,
             out,
         } => {
-            let loaded = boxlayer::pipeline::PipelineConfig::load(&config)?;
+            let settings = boxlayer::pipeline::PipelineConfig::load_settings(&config)?;
             let source = log
                 .as_deref()
-                .map(|path| boxlayer::sources::open(path, None, &loaded.config.source.options))
+                .map(|path| boxlayer::sources::open(path, None, &settings.source.options))
                 .transpose()
                 .context("open --log")?;
-            let text =
-                boxlayer::pipeline::track_boxes_file(&boxes, &loaded.config.tracking, platform, source.as_deref())
-                    .with_context(|| format!("track {}", boxes.display()))?;
+            let text = boxlayer::pipeline::track_boxes_file(&boxes, &settings.tracking, platform, source.as_deref())
+                .with_context(|| format!("track {}", boxes.display()))?;
             if out.as_os_str() == "-" {
                 write_stdout(&text)?;
             } else {

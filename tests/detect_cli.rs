@@ -57,7 +57,7 @@ fn detect_subcommand_exports_the_decoded_boxes_as_json() {
     std::fs::write(&lines, &text).unwrap();
     let fused = Command::new(env!("CARGO_BIN_EXE_boxlayer"))
         .args(["fuse", "--platform", "vehicle", "--out", "-", "--config"])
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("pipelines/demo.toml"))
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("pipelines/base.toml"))
         .arg(&lines)
         .output()
         .unwrap();

@@ -355,6 +355,19 @@ impl PipelineConfig {
         })
     }
 
+    /// Loads `path` (following `extends`) for its stage settings alone (`[fusion]`, `[tracking]`,
+    /// `[source]` options): unknown keys are still refused, but a config without detectors or
+    /// data (`pipelines/base.toml`) is fine. `boxlayer fuse` and `boxlayer track` use it; the
+    /// stages check their own tables when they start.
+    pub fn load_settings(path: &Path) -> Result<PipelineConfig, ConfigError> {
+        read_table(path, 0)?
+            .try_into()
+            .map_err(|e: toml::de::Error| ConfigError::Parse {
+                path: path.into(),
+                reason: e.to_string(),
+            })
+    }
+
     /// Checks every value and every path the config names; `path` is the config file.
     pub fn validate(&self, path: &Path) -> Result<(), ConfigError> {
         let invalid = |key: String, reason: String| ConfigError::Invalid {
