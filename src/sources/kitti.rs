@@ -1,6 +1,8 @@
-//! KITTI-style `.bin` sweeps: little-endian float32 `x, y, z, intensity` per point, one file per
-//! sweep. A single file is a one-frame sequence; a folder of `.bin` files is a sequence in file
-//! name order. The format carries no time and no pose, so frame `i` is stamped `i × 100 ms` (a
+//! KITTI-style `.bin` sweeps: little-endian float32 fields per point, one file per sweep; the
+//! layout is `x, y, z, intensity` (KITTI) unless the config's `fields` names another, and a
+//! nuScenes `*.pcd.bin` is `x, y, z, intensity, ring` by its name. A file whose size is not a whole
+//! number of points of its layout is refused, never read with another. A single file is a
+//! one-frame sequence; a folder of `.bin` files is a sequence in file name order. The format carries no time and no pose, so frame `i` is stamped `i × 100 ms` (a
 //! 10 Hz LiDAR) and sits at the world origin; a data manifest or platform profile names the
 //! platform (`vehicle` unless told).
 
@@ -16,8 +18,14 @@ use crate::frame::{Frame, Platform};
 /// The `source_kind` of KITTI-style `.bin` sequences.
 pub const KIND: &str = "kitti-bin";
 
-/// Bytes of one point: four little-endian float32.
-const POINT_BYTES: usize = 16;
+/// The KITTI layout: four little-endian float32 per point.
+const KITTI_FIELDS: [&str; 4] = ["x", "y", "z", "intensity"];
+
+/// The nuScenes `*.pcd.bin` layout: five little-endian float32 per point.
+const NUSCENES_FIELDS: [&str; 5] = ["x", "y", "z", "intensity", "ring"];
+
+/// Most float32 fields a point may have.
+const MAX_FIELDS: usize = 64;
 
 /// Time between frames given to a sequence of `.bin` files (µs): a 10 Hz LiDAR.
 pub const FRAME_PERIOD_MICROS: i64 = 100_000;
@@ -30,6 +38,10 @@ pub struct KittiConfig {
     pub platform: Platform,
     /// Largest file read, in bytes (a guard against a device or a huge file); default 512 MiB.
     pub max_file_bytes: u64,
+    /// The float32 fields of a point, in file order; `x`, `y`, `z` required, `intensity` used when
+    /// present (else 0), other names skipped. Default empty: by file name, `*.pcd.bin` (nuScenes)
+    /// `x, y, z, intensity, ring`, anything else KITTI's `x, y, z, intensity`.
+    pub fields: Vec<String>,
 }
 
 impl Default for KittiConfig {
@@ -37,16 +49,53 @@ impl Default for KittiConfig {
         Self {
             platform: Platform::Vehicle,
             max_file_bytes: 512 << 20,
+            fields: Vec::new(),
         }
     }
 }
 
-/// Reads a KITTI-style `.bin` sweep: little-endian float32 `x, y, z, intensity` per point.
+/// Reads a KITTI-style `.bin` sweep with the default options: little-endian float32
+/// `x, y, z, intensity` per point (`x, y, z, intensity, ring` for a `*.pcd.bin`).
 pub fn read_kitti_bin(path: &Path) -> Result<PointCloud, SourceError> {
-    read_bin_capped(path, KittiConfig::default().max_file_bytes)
+    read_bin(path, &KittiConfig::default())
 }
 
-fn read_bin_capped(path: &Path, max_file_bytes: u64) -> Result<PointCloud, SourceError> {
+/// The fields of `path`'s points under `config`.
+fn layout(path: &Path, config: &KittiConfig) -> Vec<String> {
+    if !config.fields.is_empty() {
+        return config.fields.clone();
+    }
+    let nuscenes = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.to_ascii_lowercase().ends_with(".pcd.bin"));
+    let fields: &[&str] = if nuscenes { &NUSCENES_FIELDS } else { &KITTI_FIELDS };
+    fields.iter().map(|f| f.to_string()).collect()
+}
+
+fn read_bin(path: &Path, config: &KittiConfig) -> Result<PointCloud, SourceError> {
+    let fields = layout(path, config);
+    let position = |name: &str| fields.iter().position(|f| f == name);
+    let (Some(ix), Some(iy), Some(iz)) = (position("x"), position("y"), position("z")) else {
+        return Err(SourceError::corrupt(
+            path,
+            "layout",
+            format!("fields [{}] lack one of x, y, z (`kitti.fields`)", fields.join(", ")),
+        ));
+    };
+    if fields.len() > MAX_FIELDS {
+        return Err(SourceError::corrupt(
+            path,
+            "layout",
+            format!(
+                "{} fields is over the limit of {MAX_FIELDS} (`kitti.fields`)",
+                fields.len()
+            ),
+        ));
+    }
+    let intensity_at = position("intensity");
+    let point_bytes = 4 * fields.len();
+    let max_file_bytes = config.max_file_bytes;
     let meta = std::fs::metadata(path).map_err(|e| SourceError::io(path, e))?;
     if !meta.is_file() {
         return Err(SourceError::corrupt(path, "file", "not a regular file"));
@@ -62,29 +111,34 @@ fn read_bin_capped(path: &Path, max_file_bytes: u64) -> Result<PointCloud, Sourc
         ));
     }
     let bytes = std::fs::read(path).map_err(|e| SourceError::io(path, e))?;
-    if bytes.len() % POINT_BYTES != 0 {
+    if bytes.len() % point_bytes != 0 {
         return Err(SourceError::corrupt(
             path,
             "file",
             format!(
-                "{} bytes is not a whole number of 16-byte points (float32 x, y, z, intensity)",
-                bytes.len()
+                "{} bytes is not a whole number of {point_bytes}-byte points (float32 {}); \
+                 set `kitti.fields` if the file has another layout",
+                bytes.len(),
+                fields.join(", ")
             ),
         ));
     }
-    let n = bytes.len() / POINT_BYTES;
-    let mut columns = [
+    let n = bytes.len() / point_bytes;
+    let value = |point: &[u8], k: usize| {
+        f32::from_le_bytes([point[4 * k], point[4 * k + 1], point[4 * k + 2], point[4 * k + 3]])
+    };
+    let (mut x, mut y, mut z, mut intensity) = (
         Vec::with_capacity(n),
         Vec::with_capacity(n),
         Vec::with_capacity(n),
         Vec::with_capacity(n),
-    ];
-    for point in bytes.chunks_exact(POINT_BYTES) {
-        for (column, value) in columns.iter_mut().zip(point.chunks_exact(4)) {
-            column.push(f32::from_le_bytes([value[0], value[1], value[2], value[3]]));
-        }
+    );
+    for point in bytes.chunks_exact(point_bytes) {
+        x.push(value(point, ix));
+        y.push(value(point, iy));
+        z.push(value(point, iz));
+        intensity.push(intensity_at.map_or(0.0, |k| value(point, k)));
     }
-    let [x, y, z, intensity] = columns;
     PointCloud::from_columns(x, y, z, intensity).map_err(|e| SourceError::corrupt(path, "file", e.to_string()))
 }
 
@@ -160,7 +214,7 @@ impl Source for KittiBinSource {
             index,
             len: self.files.len(),
         })?;
-        let cloud = read_bin_capped(path, self.config.max_file_bytes)?;
+        let cloud = read_bin(path, &self.config)?;
         Ok(Frame {
             sequence: self.meta.name.clone(),
             index,
@@ -215,7 +269,11 @@ mod tests {
         let e = read_kitti_bin(&path).unwrap_err().to_string();
         assert!(e.contains("bad.bin") && e.contains("18 bytes"), "{e}");
         write_bin(&path, &[[0.0; 4]; 4]);
-        let e = read_bin_capped(&path, 32).unwrap_err().to_string();
+        let capped = KittiConfig {
+            max_file_bytes: 32,
+            ..KittiConfig::default()
+        };
+        let e = read_bin(&path, &capped).unwrap_err().to_string();
         assert!(e.contains("over the 32-byte limit"), "{e}");
         // Issue 18: a `.bin` that is a symlink to a device was read without limit.
         let device = dir.path().join("zero.bin");
@@ -228,5 +286,64 @@ mod tests {
             KittiBinSource::open(&other, KittiConfig::default()),
             Err(SourceError::Incompatible { .. })
         ));
+    }
+
+    /// Issue 20's silent misread: a nuScenes `*.pcd.bin` (5 floats a point) read as KITTI's 4.
+    /// By its name it is read with its own layout, to the same points as its first four columns
+    /// written as a KITTI `.bin`; a size that fits no layout is refused saying so.
+    #[test]
+    fn a_nuscenes_pcd_bin_is_read_with_its_own_layout() {
+        let dir = tempfile::tempdir().unwrap();
+        let points: Vec<[f32; 5]> = (0..8)
+            .map(|i| [i as f32, -(i as f32), 0.5, 0.1 * i as f32, 7.0])
+            .collect();
+        let nuscenes = dir.path().join("n008__LIDAR_TOP__1.pcd.bin");
+        std::fs::write(
+            &nuscenes,
+            points
+                .iter()
+                .flatten()
+                .flat_map(|v| v.to_le_bytes())
+                .collect::<Vec<u8>>(),
+        )
+        .unwrap();
+        let kitti = dir.path().join("000000.bin");
+        write_bin(
+            &kitti,
+            &points.iter().map(|p| [p[0], p[1], p[2], p[3]]).collect::<Vec<_>>(),
+        );
+        // 8 five-float points are 160 bytes, also ten four-float ones: only the name tells.
+        let a = read_kitti_bin(&nuscenes).unwrap();
+        let b = read_kitti_bin(&kitti).unwrap();
+        assert_eq!(a.len(), 8);
+        assert_eq!(
+            (a.x(), a.y(), a.z(), a.intensity()),
+            (b.x(), b.y(), b.z(), b.intensity())
+        );
+        // The same bytes under a KITTI name and an explicit 5-field layout read the same.
+        let renamed = dir.path().join("renamed.bin");
+        std::fs::copy(&nuscenes, &renamed).unwrap();
+        let config = KittiConfig {
+            fields: ["x", "y", "z", "intensity", "ring"].map(String::from).to_vec(),
+            ..KittiConfig::default()
+        };
+        assert_eq!(read_bin(&renamed, &config).unwrap().x(), b.x());
+        // 7 points of 5 floats (140 bytes) fit no 4-float layout: refused, naming the layout.
+        std::fs::write(&renamed, &std::fs::read(&nuscenes).unwrap()[..140]).unwrap();
+        let e = read_kitti_bin(&renamed).unwrap_err().to_string();
+        assert!(
+            e.contains("140 bytes") && e.contains("x, y, z, intensity") && e.contains("kitti.fields"),
+            "{e}"
+        );
+        let e = read_bin(
+            &kitti,
+            &KittiConfig {
+                fields: vec!["x".into(), "y".into()],
+                ..KittiConfig::default()
+            },
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("lack one of x, y, z"), "{e}");
     }
 }
