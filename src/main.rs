@@ -165,9 +165,14 @@ enum Command {
         detector: PathBuf,
         /// The point file.
         file: PathBuf,
-        /// Frame index within the file.
-        #[arg(long, default_value_t = 0)]
+        /// The frame: its position among the log's readable frames.
+        #[arg(long, default_value_t = 0, conflicts_with = "frames")]
         frame: usize,
+        /// Every frame in `A..B` (positions, clipped to the log) instead of one: the detector
+        /// loads once, a frame that does not decode is skipped with a warning, and a line per
+        /// frame replaces the table.
+        #[arg(long, value_parser = parse_range)]
+        frames: Option<std::ops::Range<usize>>,
         /// Also write the boxes as JSON lines to this file, in the detections format that `run
         /// --detections`, `fuse` and `eval` read (`-`: to standard output instead of the table).
         #[arg(long)]
@@ -426,18 +431,29 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             detector,
             file,
             frame,
+            frames,
             json,
         } => {
-            let report = boxlayer::detect::detect_file(&detector, &file, frame)
-                .with_context(|| format!("detect {} with {}", file.display(), detector.display()))?;
-            let text = report.to_json_lines();
+            let context = || format!("detect {} with {}", file.display(), detector.display());
+            let (table, text) = match frames {
+                Some(range) => {
+                    let reports = boxlayer::detect::detect_frames(&detector, &file, range).with_context(context)?;
+                    let table: String = reports.iter().map(|r| r.summary_line() + "\n").collect();
+                    (table, reports.iter().map(|r| r.to_json_lines()).collect::<String>())
+                }
+                None => {
+                    let report = boxlayer::detect::detect_file(&detector, &file, frame).with_context(context)?;
+                    (report.to_string(), report.to_json_lines())
+                }
+            };
             match json {
                 Some(path) if path.as_os_str() == "-" => write_stdout(&text)?,
                 Some(path) => {
-                    write_stdout(&report.to_string())?;
-                    std::fs::write(&path, text).with_context(|| format!("write {}", path.display()))?;
+                    write_stdout(&table)?;
+                    boxlayer::atomic_file::write_atomic(&path, text.as_bytes())
+                        .with_context(|| format!("write {}", path.display()))?;
                 }
-                None => write_stdout(&report.to_string())?,
+                None => write_stdout(&table)?,
             }
         }
         Command::Simulate {

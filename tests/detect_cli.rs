@@ -83,3 +83,45 @@ fn detect_subcommand_exports_the_decoded_boxes_as_json() {
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("missing.bin"));
 }
+
+/// `detect --frames A..B` runs every frame of a range with one detector load: each good frame's
+/// boxes under its own index, a frame that does not decode skipped with a warning naming it.
+#[test]
+fn detect_frames_runs_a_range_and_skips_a_bad_frame() {
+    let dir = tempfile::tempdir().unwrap();
+    let sweeps = dir.path().join("velodyne");
+    std::fs::create_dir(&sweeps).unwrap();
+    let point: Vec<u8> = [1.0f32, 0.5, -1.0, 0.2].iter().flat_map(|v| v.to_le_bytes()).collect();
+    for name in ["000000.bin", "000001.bin", "000003.bin"] {
+        std::fs::write(sweeps.join(name), &point).unwrap();
+    }
+    std::fs::write(sweeps.join("000002.bin"), [0u8; 17]).unwrap();
+    let detector = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/detect/center_nhwc");
+    let run = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_boxlayer"))
+            .args(["detect", "--detector"])
+            .arg(&detector)
+            .arg(&sweeps)
+            .args(["--frames", "0..10"])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let out = run(&["--json", "-"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("000002.bin"));
+    let frames: std::collections::BTreeSet<u64> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["frame"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(frames.into_iter().collect::<Vec<_>>(), [0, 1, 3]);
+    let out = run(&[]);
+    let table = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(table.lines().count(), 3, "{table}");
+    assert!(table.lines().all(|l| l.starts_with("center_nhwc: frame ")), "{table}");
+}

@@ -34,20 +34,53 @@ pub struct DetectReport {
 /// `frame` of `file`, opened with whichever reader accepts it (`sources::open`).
 pub fn detect_file(detector_dir: &Path, file: &Path, frame: usize) -> Result<DetectReport, DetectError> {
     let source = crate::sources::open(file, None, &crate::sources::SourceOptions::default())?;
-    let detector_dir = match detector_dir.file_name() {
-        Some(name) if name == super::MANIFEST_FILE && detector_dir.is_file() => {
-            detector_dir.parent().unwrap_or(Path::new("."))
-        }
-        _ => detector_dir,
-    };
+    // The frame is read before the detector loads, so a bad index costs no session.
     let read = source.frame(frame)?;
+    let detector = Detector::load(manifest_folder(detector_dir))?;
+    report(&detector, file, source.meta().name.clone(), frame, read)
+}
+
+/// Runs the detector on frames `frames` (positions among the readable frames, clipped to the
+/// log) of `file`: the detector loads once; a frame that does not decode is reported (a warning
+/// naming it) and skipped, the others keep their indices.
+pub fn detect_frames(
+    detector_dir: &Path,
+    file: &Path,
+    frames: std::ops::Range<usize>,
+) -> Result<Vec<DetectReport>, DetectError> {
+    let source = crate::sources::open(file, None, &crate::sources::SourceOptions::default())?;
+    let detector = Detector::load(manifest_folder(detector_dir))?;
+    let mut reports = Vec::new();
+    for position in frames.start.min(source.len())..frames.end.min(source.len()) {
+        match source.frame(position) {
+            Ok(read) => reports.push(report(&detector, file, source.meta().name.clone(), position, read)?),
+            Err(e) => tracing::warn!("{e}; frame skipped"),
+        }
+    }
+    Ok(reports)
+}
+
+/// The detector folder of `path`, which may name the `detector.toml` itself.
+fn manifest_folder(path: &Path) -> &Path {
+    match path.file_name() {
+        Some(name) if name == super::MANIFEST_FILE && path.is_file() => path.parent().unwrap_or(Path::new(".")),
+        _ => path,
+    }
+}
+
+fn report(
+    detector: &Detector,
+    file: &Path,
+    sequence: String,
+    frame: usize,
+    read: crate::Frame,
+) -> Result<DetectReport, DetectError> {
     let cloud = read.cloud;
-    let detector = Detector::load(detector_dir)?;
     let (detections, timings) = detector.detect_timed(&cloud)?;
     Ok(DetectReport {
         detector: detector.name().to_string(),
         file: file.to_path_buf(),
-        sequence: source.meta().name.clone(),
+        sequence,
         frame,
         frame_index: read.index as u64,
         points: cloud.len(),
@@ -57,6 +90,29 @@ pub fn detect_file(detector_dir: &Path, file: &Path, frame: usize) -> Result<Det
 }
 
 impl DetectReport {
+    /// One line: detector, frame, points, boxes per class and the time of each stage.
+    pub fn summary_line(&self) -> String {
+        let mut per_class = std::collections::BTreeMap::new();
+        for d in &self.detections {
+            *per_class.entry(d.class.as_str()).or_insert(0usize) += 1;
+        }
+        let classes: Vec<String> = per_class.iter().map(|(c, n)| format!("{c} {n}")).collect();
+        let t = &self.timings;
+        let ms = (t.pillarize + t.encoder + t.scatter + t.head + t.decode).as_secs_f64() * 1e3;
+        format!(
+            "{}: frame {} ({} points): {} boxes ({}), {ms:.1} ms",
+            self.detector,
+            self.frame_index,
+            self.points,
+            self.detections.len(),
+            if classes.is_empty() {
+                "none".to_string()
+            } else {
+                classes.join(", ")
+            }
+        )
+    }
+
     /// The boxes as JSON lines, one per box, in the detections format that `boxlayer run
     /// --detections` and `boxlayer fuse` read and `eval` takes as predictions:
     /// `{"sequence", "frame", "box": [x, y, z, l, w, h, yaw, pitch, roll], "class", "score", "detector"}`.
