@@ -230,6 +230,16 @@ fn parse_range(text: &str) -> Result<std::ops::Range<usize>, String> {
 
 /// Writes `text` to standard output. A closed stdout (`boxlayer … | head`) ends the output
 /// quietly, as Unix tools do, instead of panicking as `print!` would; files already written stay.
+/// Writes `text` to `out`, or to standard output when `out` is `-`; a file is written whole under
+/// a temporary name and renamed, so it is never seen half-written.
+fn write_output(out: &std::path::Path, text: &str) -> anyhow::Result<()> {
+    if out.as_os_str() == "-" {
+        write_stdout(text)
+    } else {
+        boxlayer::atomic_file::write_atomic(out, text.as_bytes()).with_context(|| format!("write {}", out.display()))
+    }
+}
+
 fn write_stdout(text: &str) -> anyhow::Result<()> {
     use std::io::Write as _;
     let mut stdout = std::io::stdout().lock();
@@ -336,12 +346,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let settings = boxlayer::pipeline::PipelineConfig::load_settings(&config)?;
             let text = boxlayer::pipeline::fuse_detections_file(&detections, &settings.fusion, platform)
                 .with_context(|| format!("fuse {}", detections.display()))?;
-            if out.as_os_str() == "-" {
-                write_stdout(&text)?;
-            } else {
-                boxlayer::atomic_file::write_atomic(&out, text.as_bytes())
-                    .with_context(|| format!("write {}", out.display()))?;
-            }
+            write_output(&out, &text)?;
         }
         Command::Track {
             boxes,
@@ -358,12 +363,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 .context("open --log")?;
             let text = boxlayer::pipeline::track_boxes_file(&boxes, &settings.tracking, platform, source.as_deref())
                 .with_context(|| format!("track {}", boxes.display()))?;
-            if out.as_os_str() == "-" {
-                write_stdout(&text)?;
-            } else {
-                boxlayer::atomic_file::write_atomic(&out, text.as_bytes())
-                    .with_context(|| format!("write {}", out.display()))?;
-            }
+            write_output(&out, &text)?;
         }
         Command::Inspect { file, check } => {
             let summary = boxlayer::inspect::inspect(&file).with_context(|| format!("inspect {}", file.display()));

@@ -13,6 +13,20 @@ fn boxlayer() -> Command {
     c
 }
 
+/// Simulates a vehicle segment of `frames` frames from `seed`, without images, into `dir`.
+fn simulate_vehicle(dir: &Path, frames: usize, seed: u64) {
+    let out = boxlayer()
+        .args(["simulate", "--platform", "vehicle", "--cameras", "none", "--frames"])
+        .arg(frames.to_string())
+        .arg("--seed")
+        .arg(seed.to_string())
+        .arg("--out")
+        .arg(dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
 #[test]
 fn help_lists_the_working_commands() {
     let out = boxlayer().arg("--help").output().unwrap();
@@ -243,21 +257,7 @@ fn a_missing_ort_dylib_path_is_named() {
 #[test]
 fn inspect_check_decodes_every_frame_and_lists_damage() {
     let dir = tempfile::tempdir().unwrap();
-    let out = boxlayer()
-        .args([
-            "simulate",
-            "--platform",
-            "vehicle",
-            "--frames",
-            "3",
-            "--cameras",
-            "none",
-            "--out",
-        ])
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    simulate_vehicle(dir.path(), 3, 0);
     let segment = dir.path().join("segment-sim_seed0_with_camera_labels.tfrecord");
     let check = |path: &Path| boxlayer().args(["inspect", "--check"]).arg(path).output().unwrap();
     let out = check(&segment);
@@ -349,21 +349,7 @@ fn simulate_names_its_platforms_and_takes_no_cameras() {
         "{err}"
     );
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "nothing written");
-    let out = boxlayer()
-        .args([
-            "simulate",
-            "--platform",
-            "vehicle",
-            "--frames",
-            "1",
-            "--cameras",
-            "none",
-            "--out",
-        ])
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    simulate_vehicle(dir.path(), 1, 0);
     let segment = dir.path().join("segment-sim_seed0_with_camera_labels.tfrecord");
     let out = boxlayer().arg("inspect").arg(&segment).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
@@ -389,23 +375,7 @@ fn an_error_prints_its_cause_once() {
 #[test]
 fn track_fills_a_missing_frame_and_keeps_identities() {
     let dir = tempfile::tempdir().unwrap();
-    let out = boxlayer()
-        .args([
-            "simulate",
-            "--platform",
-            "vehicle",
-            "--frames",
-            "8",
-            "--seed",
-            "3",
-            "--cameras",
-            "none",
-            "--out",
-        ])
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    simulate_vehicle(dir.path(), 8, 3);
     let truth = std::fs::read_to_string(dir.path().join("sim_seed3_boxes_gt.jsonl")).unwrap();
     let rows: Vec<serde_json::Value> = truth.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     // Well-seen vehicles only, and nothing of frame 4.
