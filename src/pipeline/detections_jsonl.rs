@@ -143,11 +143,15 @@ impl crate::track::SweepPoints for LogPoints<'_> {
 /// Ouster's rate).
 pub const DEFAULT_FRAME_PERIOD_MICROS: i64 = 100_000;
 
+/// Most frames one sequence may span without a log (a guard against a stray frame number).
+const MAX_TRACKED_FRAMES: i64 = 1_000_000;
+
 /// Tracks every sequence of `path` (per-frame boxes as evaluator JSON lines, as `boxlayer fuse`
 /// writes them) with `tracking` resolved for `platform`; returns the consolidated boxes as JSON
-/// lines with their `track_id` and `origin`, sorted by sequence, frame and track. With `log`, each
-/// frame's time, pose and points come from the log's frame of the same index; without, frames are
-/// 100 ms apart and the sensor is taken as still (boxes tracked in the sensor frame).
+/// lines with their `track_id` and `origin`, sorted by sequence, frame and track. With `log` (for
+/// the sequence of its name, or the file's only one), the frames tracked are the log's, each with
+/// its time, pose and points (boxes on frames the log lacks are left out, with a warning);
+/// without, every index between the first and last is a frame, 100 ms apart, the sensor still.
 pub fn track_boxes_file(
     path: &Path,
     tracking: &crate::track::TrackingProfiles,
@@ -178,33 +182,61 @@ pub fn track_boxes_file(
             });
     }
     let mut text = String::new();
+    let single = sequences.len() == 1;
     for (sequence, frames) in sequences {
-        // Every frame from the first to the last with boxes, so gaps can be filled.
+        // The log serves the sequence of its name (or the only one, with a word if they differ).
+        let log = log.as_ref().filter(|l| {
+            let name = &l.source.meta().name;
+            if *name != sequence && single {
+                tracing::warn!(
+                    "{}: sequence `{sequence}` tracked with the log of `{name}`",
+                    path.display()
+                );
+            } else if *name != sequence {
+                tracing::warn!(
+                    "{}: sequence `{sequence}` is not the log's `{name}`; tracked without it",
+                    path.display()
+                );
+            }
+            *name == sequence || single
+        });
         let (first, last) = match (frames.keys().next(), frames.keys().next_back()) {
             (Some(a), Some(b)) => (*a, *b),
             _ => continue,
         };
-        let mut track_frames = Vec::new();
-        let mut positions = Vec::new();
-        let mut indices = Vec::new();
-        for index in first..=last {
-            let known = log.as_ref().and_then(|l| l.by_index.get(&index));
+        // The frames tracked: with a log, those it holds from the first to the last with boxes
+        // (their times and poses); without, every index in between at 10 Hz, so gaps can be filled.
+        let indices: Vec<i64> = match log {
+            Some(l) => {
+                for index in frames.keys().filter(|i| !l.by_index.contains_key(i)) {
+                    tracing::warn!("{sequence}: frame {index} is not in the log; its boxes are left out");
+                }
+                l.by_index.range(first..=last).map(|(i, _)| *i).collect()
+            }
+            None if last - first >= MAX_TRACKED_FRAMES => {
+                return Err(PipelineError::Config(format!(
+                    "{}: sequence `{sequence}` spans frames {first}..={last}, over {MAX_TRACKED_FRAMES} frames",
+                    path.display()
+                )));
+            }
+            None => (first..=last).collect(),
+        };
+        let mut track_frames = Vec::with_capacity(indices.len());
+        let mut positions = Vec::with_capacity(indices.len());
+        for &index in &indices {
+            let known = log.and_then(|l| l.by_index.get(&index));
             let (timestamp_micros, world_from_sensor) = match known {
                 Some((_, t, pose)) => (*t, *pose),
                 None => (index * DEFAULT_FRAME_PERIOD_MICROS, nalgebra::Isometry3::identity()),
             };
-            if log.is_some() && known.is_none() && frames.contains_key(&index) {
-                tracing::warn!("{sequence}: frame {index} is not in the log; tracked at 10 Hz without a pose");
-            }
             positions.push(known.map(|k| k.0));
-            indices.push(index);
             track_frames.push(TrackFrame {
                 timestamp_micros,
                 world_from_sensor,
                 boxes: frames.get(&index).cloned().unwrap_or_default(),
             });
         }
-        let consolidation = match &log {
+        let consolidation = match log {
             Some(log) => crate::track::consolidate(
                 &track_frames,
                 &LogPoints { log, positions },
@@ -296,5 +328,25 @@ mod tests {
         assert_eq!(rows[2]["origin"], "interpolated");
         // Halfway between 10.5 and 11.5 (a constant-velocity track).
         assert!((rows[2]["box"][0].as_f64().unwrap() - 11.0).abs() < 0.05, "{out}");
+    }
+
+    /// A stray frame number far from the rest is an error naming the span, not a billion frames.
+    #[test]
+    fn a_sequence_spanning_millions_of_frames_is_refused_without_a_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("fused.jsonl");
+        let line = |frame: u64| {
+            format!("{{\"sequence\":\"s\",\"frame\":{frame},\"box\":[1,2,0,4,2,1.5,0],\"class\":\"vehicle\"}}\n")
+        };
+        std::fs::write(&path, line(0) + &line(2_000_000)).unwrap();
+        let e = track_boxes_file(
+            &path,
+            &crate::track::TrackingProfiles::default(),
+            crate::frame::Platform::Vehicle,
+            None,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("spans frames 0..=2000000"), "{e}");
     }
 }
