@@ -82,7 +82,11 @@ mod tests {
     /// The real fixture frame holds 75 labels: 37 vehicles, 12 pedestrians, 25 signs, 1 cyclist.
     #[test]
     fn reads_the_real_fixture_labels() {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/waymo/frame_with_cameras.tfrecord");
+        // `BOXLAYER_SHARED` as in `tests/support/waymo_fixture.rs`.
+        let shared = std::env::var_os("BOXLAYER_SHARED")
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared"));
+        let path = shared.join("fixtures/waymo/frame_with_cameras.tfrecord");
         if !path.is_file() {
             // The Waymo fixtures live outside the repository: skipped outside CI, a failure on CI.
             assert!(
