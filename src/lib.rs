@@ -18,6 +18,7 @@ pub mod frame;
 pub mod fuse;
 pub mod geometry;
 pub mod inspect;
+pub mod normalize;
 pub mod pipeline;
 pub mod shards;
 pub mod sim;

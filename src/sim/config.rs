@@ -155,6 +155,11 @@ pub struct DroneConfig {
     pub wobble_deg: f64,
     /// Slow yaw rate on top of the flight heading (degrees/s; default 4).
     pub yaw_rate_dps: f64,
+    /// Nose-up tilt at the first sweep, as if taking off from a slope (degrees; default 0); it
+    /// fades out over `start_tilt_s`. The terrain is not changed.
+    pub start_tilt_deg: f64,
+    /// How long the start tilt takes to fade out (s; default 3).
+    pub start_tilt_s: f64,
 }
 
 impl Default for DroneConfig {
@@ -166,6 +171,8 @@ impl Default for DroneConfig {
             sensor_pitch_down_deg: 40.0,
             wobble_deg: 4.0,
             yaw_rate_dps: 4.0,
+            start_tilt_deg: 0.0,
+            start_tilt_s: 3.0,
         }
     }
 }
@@ -329,6 +336,8 @@ impl SimConfig {
             b("drone.sensor_pitch_down_deg", d.sensor_pitch_down_deg, -90.0, 90.0),
             b("drone.wobble_deg", d.wobble_deg, 0.0, 45.0),
             b("drone.yaw_rate_dps", d.yaw_rate_dps, -360.0, 360.0),
+            b("drone.start_tilt_deg", d.start_tilt_deg, -45.0, 45.0),
+            b("drone.start_tilt_s", d.start_tilt_s, 0.1, 600.0),
             b("quadruped.speed_mps", q.speed_mps, 0.0, 10.0),
             b("quadruped.sensor_height_m", q.sensor_height_m, 0.05, 10.0),
             b("quadruped.gait_frequency_hz", q.gait_frequency_hz, 0.0, 20.0),

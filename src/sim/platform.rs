@@ -27,6 +27,12 @@ fn wobble(t: f64, f1: f64, f2: f64, phase: f64) -> f64 {
     0.6 * (std::f64::consts::TAU * f1 * t + phase).sin() + 0.4 * (std::f64::consts::TAU * f2 * t + 2.0 * phase).sin()
 }
 
+/// 3u² − 2u³ on [0, 1], 0 before and 1 after.
+fn smoothstep(u: f64) -> f64 {
+    let u = u.clamp(0.0, 1.0);
+    u * u * (3.0 - 2.0 * u)
+}
+
 /// How the platform body moves through the world.
 #[derive(Debug, Clone)]
 pub(crate) enum PlatformMotion {
@@ -85,7 +91,9 @@ impl PlatformMotion {
                 let alt = Self::drone_altitude(config, t, *phase, *altitude_period_s);
                 let w = config.wobble_deg.to_radians();
                 let roll = w * wobble(t, 0.23, 0.71, *phase);
-                let pitch = w * wobble(t, 0.19, 0.57, *phase + 1.3);
+                // Nose up is negative pitch; the start tilt fades out by a smoothstep.
+                let fade = 1.0 - smoothstep(t / config.start_tilt_s);
+                let pitch = w * wobble(t, 0.19, 0.57, *phase + 1.3) - config.start_tilt_deg.to_radians() * fade;
                 let yaw = yaw0 + config.yaw_rate_dps.to_radians() * t + 0.05 * (0.3 * t + phase).sin();
                 pose(Vector3::new(p.xy.x, p.xy.y, ground + alt), yaw, pitch, roll)
             }
@@ -127,17 +135,31 @@ pub(crate) fn pose(t: Vector3<f64>, yaw: f64, pitch: f64, roll: f64) -> Isometry
     )
 }
 
-/// Time step of the finite differences that turn poses into IMU readings (s).
-const IMU_DIFF_STEP_S: f64 = 0.002;
+/// Time step of the finite difference that turns orientations into angular rates (s).
+const GYRO_DIFF_STEP_S: f64 = 0.002;
+
+/// Time step of the second difference that turns positions into accelerations (s). Routes are
+/// polylines of 0.25 m chords, so a short step would read each chord joint as a spike; ±0.1 s
+/// is the smooth acceleration a real platform's would be, and still resolves a quadruped's
+/// bounce (4 Hz, 58 % of its amplitude, vertical) and a drone's bob.
+const ACCEL_DIFF_STEP_S: f64 = 0.1;
 
 /// Noise-free specific force and angular rate, both in the frame of `world_from_frame(t)`:
 /// f = Rᵀ(a + g·ẑ), ω from the relative rotation over a short interval.
 pub(crate) fn ideal_imu(world_from_frame: impl Fn(f64) -> Isometry3<f64>, t: f64) -> (Vector3<f64>, Vector3<f64>) {
-    let h = IMU_DIFF_STEP_S;
+    let h = GYRO_DIFF_STEP_S;
     let before = world_from_frame(t - h);
     let now = world_from_frame(t);
     let after = world_from_frame(t + h);
-    let accel_world = (after.translation.vector - 2.0 * now.translation.vector + before.translation.vector) / (h * h);
+    // Before the sequence start the route is clamped to its first point (a velocity step), so
+    // the first instants take the forward difference.
+    let k = ACCEL_DIFF_STEP_S;
+    let position = |t: f64| world_from_frame(t).translation.vector;
+    let accel_world = if t < k {
+        (position(t + 2.0 * k) - 2.0 * position(t + k) + now.translation.vector) / (k * k)
+    } else {
+        (position(t + k) - 2.0 * now.translation.vector + position(t - k)) / (k * k)
+    };
     let specific_world = accel_world + Vector3::new(0.0, 0.0, GRAVITY_MPS2);
     let specific = now.rotation.inverse() * specific_world;
     let delta = before.rotation.inverse() * after.rotation;

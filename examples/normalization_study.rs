@@ -1,0 +1,220 @@
+//! The normalization study of `docs/normalization.md`: simulated drone and quadruped sequences
+//! (level and tilted starts, flat, rolling and sloped terrain) written as M3ED files, read back
+//! through `M3edSource`, and normalized with each gravity estimator; prints the residual tilt
+//! against the simulator's gravity (median, p95, max per estimator and scenario) and the ground
+//! rule's sensor-height error, as Markdown.
+//!
+//! ```sh
+//! cargo run --release --example normalization_study -- --frames 100 --seeds 1,2,3
+//! ```
+
+use anyhow::{Context, Result};
+use boxlayer::frame::Platform;
+use boxlayer::normalize::{
+    EXTRAPOLATED_HEIGHT, FrameInputs, GravityMethod, Profile, angle_between, normalize_sequence,
+};
+use boxlayer::sim::{SWEEP_PERIOD_MICROS, SimConfig, Simulator, TerrainKind, write_m3ed_sequence};
+use boxlayer::sources::Source;
+use boxlayer::sources::m3ed::{M3edConfig, M3edSource};
+use clap::Parser;
+use nalgebra::Vector3;
+
+#[derive(Debug, Parser)]
+#[command(about = "Residual tilt of each gravity estimator on simulated M3ED sequences")]
+struct Args {
+    /// Sweeps per sequence.
+    #[arg(long, default_value_t = 100)]
+    frames: usize,
+    /// Simulator seeds, comma-separated (one sequence per scenario and seed).
+    #[arg(long, value_delimiter = ',', default_value = "1,2,3")]
+    seeds: Vec<u64>,
+}
+
+/// One simulated situation.
+struct Scenario {
+    name: &'static str,
+    platform: Platform,
+    terrain: TerrainKind,
+    slope_deg: f64,
+    start_tilt_deg: f64,
+}
+
+const SCENARIOS: [Scenario; 6] = [
+    Scenario {
+        name: "drone, rolling, level start",
+        platform: Platform::Drone,
+        terrain: TerrainKind::Rolling,
+        slope_deg: 0.0,
+        start_tilt_deg: 0.0,
+    },
+    Scenario {
+        name: "drone, rolling, takes off 5° nose up",
+        platform: Platform::Drone,
+        terrain: TerrainKind::Rolling,
+        slope_deg: 0.0,
+        start_tilt_deg: 5.0,
+    },
+    Scenario {
+        name: "drone, flat",
+        platform: Platform::Drone,
+        terrain: TerrainKind::Flat,
+        slope_deg: 0.0,
+        start_tilt_deg: 0.0,
+    },
+    Scenario {
+        name: "quadruped, rolling",
+        platform: Platform::Quadruped,
+        terrain: TerrainKind::Rolling,
+        slope_deg: 0.0,
+        start_tilt_deg: 0.0,
+    },
+    Scenario {
+        name: "quadruped, 5° slope (starts on it)",
+        platform: Platform::Quadruped,
+        terrain: TerrainKind::Sloped,
+        slope_deg: 5.0,
+        start_tilt_deg: 0.0,
+    },
+    Scenario {
+        name: "quadruped, flat",
+        platform: Platform::Quadruped,
+        terrain: TerrainKind::Flat,
+        slope_deg: 0.0,
+        start_tilt_deg: 0.0,
+    },
+];
+
+const METHODS: [GravityMethod; 4] = [
+    GravityMethod::Pose3eed,
+    GravityMethod::Imu,
+    GravityMethod::Ground,
+    GravityMethod::Fused,
+];
+
+/// What one sequence gives: per frame the truth up, its inputs, and the true sensor height.
+struct Run {
+    truth_up: Vec<Vector3<f64>>,
+    truth_height: Vec<f64>,
+    inputs: Vec<FrameInputs>,
+}
+
+fn simulate(s: &Scenario, seed: u64, frames: usize, profile: &Profile, dir: &std::path::Path) -> Result<Run> {
+    let mut config = SimConfig {
+        frames,
+        ..SimConfig::default()
+    };
+    config.terrain.kind = s.terrain;
+    config.terrain.slope_deg = s.slope_deg;
+    config.drone.start_tilt_deg = s.start_tilt_deg;
+    let sim = Simulator::new(config, s.platform, seed)?;
+    let prefix = if s.platform == Platform::Drone {
+        "falcon"
+    } else {
+        "spot"
+    };
+    let name = format!("{prefix}_study_{seed}");
+    write_m3ed_sequence(&sim, frames, dir, &name)?;
+    let source = M3edSource::open(&dir.join(format!("{name}_data.h5")), M3edConfig::default())?;
+    let mut run = Run {
+        truth_up: Vec::new(),
+        truth_height: Vec::new(),
+        inputs: Vec::new(),
+    };
+    for i in 0..source.len() {
+        let frame = source.frame(i)?;
+        // The simulator's truth at mid-sweep, the time of the sweep's pose.
+        let start = sim.config().start_time_micros + frame.index as i64 * SWEEP_PERIOD_MICROS;
+        let pose = sim.world_from_sensor_at(start + SWEEP_PERIOD_MICROS / 2);
+        run.truth_up.push(pose.rotation.inverse() * Vector3::z());
+        let t = pose.translation.vector;
+        run.truth_height.push(t.z - sim.ground_height(t.x, t.y));
+        run.inputs.push(FrameInputs::from_frame(&frame, profile));
+    }
+    Ok(run)
+}
+
+fn quantiles(mut v: Vec<f64>) -> (f64, f64, f64) {
+    v.sort_by(f64::total_cmp);
+    let at = |q: f64| v[((v.len() - 1) as f64 * q).round() as usize];
+    (at(0.5), at(0.95), *v.last().unwrap_or(&f64::NAN))
+}
+
+fn main() -> Result<()> {
+    let args = Args::parse();
+    let dir = tempfile::tempdir()?;
+    println!("| scenario | estimator | median tilt ° | p95 ° | max ° | mean confidence |");
+    println!("|---|---|---|---|---|---|");
+    let mut heights: Vec<(String, Vec<(bool, f64)>)> = Vec::new();
+    for s in &SCENARIOS {
+        let base = Profile::load(if s.platform == Platform::Drone {
+            "m3ed_drone"
+        } else {
+            "m3ed_quadruped"
+        })?
+        .profile;
+        let runs: Vec<Run> = args
+            .seeds
+            .iter()
+            .map(|&seed| {
+                simulate(s, seed, args.frames, &base, dir.path()).with_context(|| format!("{} seed {seed}", s.name))
+            })
+            .collect::<Result<_>>()?;
+        for method in METHODS {
+            let mut profile = base.clone();
+            profile.gravity.method = method;
+            let (mut tilt, mut confidence) = (Vec::new(), Vec::new());
+            for run in &runs {
+                for (n, truth) in normalize_sequence(&run.inputs, &profile).iter().zip(&run.truth_up) {
+                    tilt.push(angle_between(&n.up.up, truth).to_degrees());
+                    confidence.push(n.confidence);
+                    if method == GravityMethod::Fused && !n.up.up.iter().all(|v| v.is_finite()) {
+                        anyhow::bail!("{}: non-finite up", s.name);
+                    }
+                }
+                if method == GravityMethod::Fused {
+                    let errors = normalize_sequence(&run.inputs, &profile)
+                        .iter()
+                        .zip(&run.truth_height)
+                        .filter_map(|(n, h)| {
+                            let seen = !n.notes.iter().any(|m| m == EXTRAPOLATED_HEIGHT);
+                            n.sensor_height_m.map(|e| (seen, (e - h).abs()))
+                        })
+                        .collect::<Vec<_>>();
+                    match heights.iter_mut().find(|(k, _)| k == s.name) {
+                        Some((_, v)) => v.extend(errors),
+                        None => heights.push((s.name.to_string(), errors)),
+                    }
+                }
+            }
+            let (median, p95, max) = quantiles(tilt);
+            let mean_conf = confidence.iter().sum::<f64>() / confidence.len().max(1) as f64;
+            println!(
+                "| {} | {method} | {median:.3} | {p95:.3} | {max:.3} | {mean_conf:.2} |",
+                s.name
+            );
+        }
+    }
+    println!();
+    println!("| scenario | ground | sensor-height error, median m | p95 m | max m | frames |");
+    println!("|---|---|---|---|---|---|");
+    for (name, errors) in heights {
+        for (label, pick) in [
+            ("all frames", None),
+            ("seen under the sensor", Some(true)),
+            ("extrapolated plane", Some(false)),
+        ] {
+            let e: Vec<f64> = errors
+                .iter()
+                .filter(|(s, _)| pick.is_none_or(|p| p == *s))
+                .map(|(_, e)| *e)
+                .collect();
+            if e.is_empty() {
+                continue;
+            }
+            let n = e.len();
+            let (median, p95, max) = quantiles(e);
+            println!("| {name} | {label} | {median:.3} | {p95:.3} | {max:.3} | {n} |");
+        }
+    }
+    Ok(())
+}
