@@ -551,6 +551,7 @@ fn main() -> Result<()> {
                         detections: DetectionsFrom::Given(&detections),
                         frames: None,
                         scratch_dir: None,
+                        normalize: None,
                         progress: false,
                     },
                     None,

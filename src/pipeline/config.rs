@@ -11,7 +11,9 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::detect::MANIFEST_FILE;
+use crate::frame::Platform;
 use crate::fuse::{Fuser, FusionConfig};
+use crate::normalize::{LoadedProfile, Profile, ProfileError};
 use crate::sources::{OnCorrupt, SourceKind, SourceOptions};
 use crate::track::TrackingProfiles;
 
@@ -146,8 +148,8 @@ pub struct StagesConfig {
     /// Offline tracking of the fused boxes (detect origin only); default true. Off: each fused
     /// box is a one-frame track.
     pub track: bool,
-    /// Gravity alignment and altitude offset (`normalize`); default false: not built yet
-    /// (its own issue), so `true` is refused.
+    /// Gravity alignment and altitude offset (`normalize`, with `[normalize]`'s profile);
+    /// default false: the normalized columns stay null.
     pub normalize: bool,
     /// RGB class check (`camera`); default false: not built yet (its own issue), so `true` is
     /// refused. The projection of every box into every camera runs regardless.
@@ -161,6 +163,22 @@ impl Default for StagesConfig {
             normalize: false,
             camera_check: false,
         }
+    }
+}
+
+/// Which platform profile normalizes a sequence.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct NormalizeConfig {
+    /// `auto` (by the log: Waymo → `waymo_vehicle`, KITTI → `kitti_vehicle`, M3ED drone →
+    /// `m3ed_drone`, quadruped → `m3ed_quadruped`), a shipped profile's name, or a profile TOML
+    /// (relative to the config file).
+    pub profile: String,
+}
+
+impl Default for NormalizeConfig {
+    fn default() -> Self {
+        Self { profile: "auto".into() }
     }
 }
 
@@ -255,6 +273,8 @@ pub struct PipelineConfig {
     pub tracking: TrackingProfiles,
     /// Review flags.
     pub review: ReviewConfig,
+    /// Platform normalization (`stages.normalize`).
+    pub normalize: NormalizeConfig,
     /// Outputs.
     pub outputs: OutputConfig,
     /// Run-time resources.
@@ -368,6 +388,52 @@ impl PipelineConfig {
             })
     }
 
+    /// The profile a sequence is normalized with (`None` while `stages.normalize` is off): the
+    /// configured one, or under `auto` the one for the log's reader and platform.
+    pub fn normalization_profile(
+        &self,
+        config_path: &Path,
+        platform: Platform,
+        source_kind: &str,
+    ) -> Result<Option<LoadedProfile>, ConfigError> {
+        if !self.stages.normalize {
+            return Ok(None);
+        }
+        let name = match self.normalize.profile.as_str() {
+            "auto" if source_kind.starts_with("waymo") => "waymo_vehicle",
+            "auto" if source_kind.starts_with("kitti") => "kitti_vehicle",
+            "auto" => match platform {
+                Platform::Vehicle => "waymo_vehicle",
+                Platform::Drone => "m3ed_drone",
+                Platform::Quadruped => "m3ed_quadruped",
+                Platform::Other => {
+                    return Err(ConfigError::Invalid {
+                        path: config_path.into(),
+                        key: "normalize.profile".into(),
+                        reason: "`auto` has no profile for platform `other`: name one".into(),
+                    });
+                }
+            },
+            named => named,
+        };
+        self.resolve_profile(config_path, name)
+            .map(Some)
+            .map_err(|e| ConfigError::Invalid {
+                path: config_path.into(),
+                key: "normalize.profile".into(),
+                reason: e.to_string(),
+            })
+    }
+
+    fn resolve_profile(&self, config_path: &Path, name: &str) -> Result<LoadedProfile, ProfileError> {
+        let relative = config_path.parent().unwrap_or(Path::new(".")).join(name);
+        if relative.is_file() {
+            Profile::load(&relative.to_string_lossy())
+        } else {
+            Profile::load(name)
+        }
+    }
+
     /// Checks every value and every path the config names; `path` is the config file.
     pub fn validate(&self, path: &Path) -> Result<(), ConfigError> {
         let invalid = |key: String, reason: String| ConfigError::Invalid {
@@ -406,11 +472,9 @@ impl PipelineConfig {
                 ));
             }
         }
-        if self.stages.normalize {
-            return Err(invalid(
-                "stages.normalize".into(),
-                "gravity normalization is not built yet (its own issue); set it to false".into(),
-            ));
+        if self.stages.normalize && self.normalize.profile != "auto" {
+            self.resolve_profile(path, &self.normalize.profile)
+                .map_err(|e| invalid("normalize.profile".into(), e.to_string()))?;
         }
         if self.stages.camera_check {
             return Err(invalid(

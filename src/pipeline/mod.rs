@@ -37,8 +37,8 @@ use crate::frame::{ObjectClass, Platform};
 use crate::fuse::FuseError;
 use crate::geometry::Box3;
 use crate::shards::{
-    DetectorRecord, RunManifest, SCHEMA_VERSION, SUCCESS_FILE, SequenceCounts, SequenceWriter, ShardError,
-    ShardOptions, read_detection_rows,
+    DetectorRecord, NormalizationRecord, RunManifest, SCHEMA_VERSION, SUCCESS_FILE, SequenceCounts, SequenceWriter,
+    ShardError, ShardOptions, read_detection_rows,
 };
 use crate::sources::{SourceError, SourceKind};
 use crate::track::TrackError;
@@ -451,6 +451,9 @@ fn run_one(
         Some(stored) => DetectionsFrom::Given(stored),
         None => DetectionsFrom::Detectors(detectors),
     };
+    let profile = config
+        .normalization_profile(&options.config.path, p.platform, source.meta().source_kind)
+        .map_err(|e| PipelineError::Config(e.to_string()))?;
     let job = SequenceJob {
         config,
         source,
@@ -459,6 +462,7 @@ fn run_one(
         frames: options.frames.clone(),
         scratch_dir: Some(&staging),
         progress: options.progress,
+        normalize: profile.as_ref().map(|p| &p.profile),
     };
     let layer = run_sequence(&job, Some(writer.points()))?;
     let write_started = Instant::now();
@@ -520,6 +524,12 @@ fn run_one(
         finished_unix_s: std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs()),
+        normalization: profile.as_ref().map(|p| NormalizationRecord {
+            profile: p.profile.name.clone(),
+            origin: p.origin.clone(),
+            sha256: p.sha256.clone(),
+            profile_toml: toml::to_string(&p.profile).unwrap_or_default(),
+        }),
     };
     let dir = writer.finish(&manifest)?;
     Ok((

@@ -24,7 +24,8 @@ use crate::cloud::PointCloud;
 use crate::detect::Detector;
 use crate::frame::{CameraCalibration, GroundTruthBox, ObjectClass, Platform};
 use crate::fuse::Fuser;
-use crate::geometry::{Box3, count_points_in_box};
+use crate::geometry::{Box3, aabb, count_points_in_box};
+use crate::normalize::{FrameInputs, Profile, normalize_sequence};
 use crate::shards::{
     BoxRow, CameraFootprint, DetectionRow, FrameError, FrameRow, PointsFrame, PointsWriter, StageTimes, TrackRow,
 };
@@ -59,6 +60,8 @@ pub struct SequenceJob<'a> {
     pub scratch_dir: Option<&'a std::path::Path>,
     /// Show a progress bar of the per-frame pass (only on a terminal; log lines otherwise).
     pub progress: bool,
+    /// The platform profile to normalize with; `None` leaves the normalized columns null.
+    pub normalize: Option<&'a Profile>,
 }
 
 /// What one sequence produced, before it is written.
@@ -96,10 +99,12 @@ struct FrameResult {
     fused: Vec<FusedBox>,
     labels: Vec<GroundTruthBox>,
     cloud: PointCloud,
+    inputs: Option<FrameInputs>,
     read: Duration,
     detect: Duration,
     onnx: Duration,
     fuse: Duration,
+    normalize: Duration,
 }
 
 fn row_major(m: &Isometry3<f64>) -> [f64; 16] {
@@ -119,10 +124,14 @@ fn first_pass_frame(
     position: usize,
     detections: &DetectionsFrom,
     fuser: &Fuser,
+    profile: Option<&Profile>,
 ) -> Result<FrameResult, PipelineError> {
     let started = Instant::now();
     let frame = source.frame(position)?;
     let read = started.elapsed();
+    let started = Instant::now();
+    let inputs = profile.map(|p| FrameInputs::from_frame(&frame, p));
+    let normalize = started.elapsed();
     let frame_index = frame.index as i64;
     let started = Instant::now();
     let mut onnx = Duration::ZERO;
@@ -178,6 +187,11 @@ fn first_pass_frame(
             timestamp_us: frame.timestamp_micros,
             world_from_sensor: row_major(&frame.world_from_sensor),
             normalized_from_sensor: None,
+            gravity_method: None,
+            gravity_inputs: Vec::new(),
+            gravity_confidence: None,
+            sensor_height_m: None,
+            normalization_notes: Vec::new(),
             num_points: frame.cloud.len() as i64,
             num_points_kept: 0,
             points_file: None,
@@ -192,10 +206,12 @@ fn first_pass_frame(
         fused,
         labels: frame.ground_truth,
         cloud: frame.cloud,
+        inputs,
         read,
         detect,
         onnx,
         fuse,
+        normalize,
     })
 }
 
@@ -252,6 +268,7 @@ struct FrameContext {
     row: FrameRow,
     cameras: Vec<(String, CameraCalibration)>,
     world_from_sensor: Isometry3<f64>,
+    inputs: Option<FrameInputs>,
 }
 
 /// What pass 1 keeps and writes, window by window, in frame order.
@@ -290,6 +307,7 @@ impl FirstPassState<'_, '_> {
             times.detect_cpu_s += r.detect.as_secs_f64();
             times.onnx_cpu_s += r.onnx.as_secs_f64();
             times.fuse_cpu_s += r.fuse.as_secs_f64();
+            times.normalize_cpu_s += r.normalize.as_secs_f64();
             self.layer.points_read += r.cloud.len() as u64;
             if let Some(writer) = self.points.as_deref_mut()
                 && let Some(kept) = kept_points(
@@ -314,6 +332,7 @@ impl FirstPassState<'_, '_> {
                 row: r.row,
                 cameras: r.cameras,
                 world_from_sensor: r.world_from_sensor,
+                inputs: r.inputs,
             });
         }
         Ok(())
@@ -380,7 +399,7 @@ pub fn run_sequence(job: &SequenceJob, points: Option<&mut PointsWriter>) -> Res
             || {
                 window.map(|w| {
                     w.par_iter()
-                        .map(|&p| (first_pass_frame(source, p, &job.detections, &fuser), p))
+                        .map(|&p| (first_pass_frame(source, p, &job.detections, &fuser, job.normalize), p))
                         .collect::<Vec<_>>()
                 })
             },
@@ -412,6 +431,22 @@ pub fn run_sequence(job: &SequenceJob, points: Option<&mut PointsWriter>) -> Res
         layer.errors.len()
     );
 
+    // ---- normalization over the sequence ---------------------------------------------------
+    if let Some(profile) = job.normalize {
+        let started = Instant::now();
+        let inputs: Vec<FrameInputs> = contexts.iter_mut().filter_map(|c| c.inputs.take()).collect();
+        for (ctx, n) in contexts.iter_mut().zip(normalize_sequence(&inputs, profile)) {
+            let row = &mut ctx.row;
+            row.normalized_from_sensor = Some(row_major(&n.normalized_from_sensor));
+            row.gravity_method = Some(n.up.method.as_str().to_string());
+            row.gravity_inputs = n.inputs.iter().map(|m| m.as_str().to_string()).collect();
+            row.gravity_confidence = Some(n.confidence);
+            row.sensor_height_m = n.sensor_height_m;
+            row.normalization_notes = n.notes;
+        }
+        times.normalize_cpu_s += started.elapsed().as_secs_f64();
+    }
+
     // ---- pass 2: tracking (or the source's labels) ---------------------------------------
     let pass_started = Instant::now();
     let consolidation = match config.origin {
@@ -434,6 +469,7 @@ pub fn run_sequence(job: &SequenceJob, points: Option<&mut PointsWriter>) -> Res
         LayerOrigin::Detect => detected_rows(&contexts, &layer.fused, &consolidation, &scratch, &config.review),
         LayerOrigin::Labels => label_rows(&contexts, &layer.labels, &scratch, &config.review),
     };
+    let boxes = normalized_boxes(&contexts, boxes);
     let per_frame = boxes_per_frame(&contexts, &boxes);
     for (ctx, n) in contexts.iter_mut().zip(per_frame) {
         ctx.row.num_boxes = n;
@@ -475,6 +511,29 @@ fn push_detection_rows(rows: &mut Vec<DetectionRow>, r: &FrameResult) {
         });
         *k += 1;
     }
+}
+
+/// Every box row of a normalized frame also in the normalized frame, with its corners' bounds.
+fn normalized_boxes(contexts: &[FrameContext], mut boxes: Vec<BoxRow>) -> Vec<BoxRow> {
+    let by_frame: HashMap<i64, Isometry3<f64>> = contexts
+        .iter()
+        .filter_map(|c| {
+            let m = c.row.normalized_from_sensor?;
+            Some((
+                c.row.frame_index,
+                crate::geometry::pose::isometry_from_row_major(&m, 1e-6)?,
+            ))
+        })
+        .collect();
+    for b in &mut boxes {
+        if let Some(n) = by_frame.get(&b.frame_index) {
+            let boxed = Box3::from_array(b.box_sensor).transformed(n);
+            let (lo, hi) = aabb(&boxed);
+            b.box_normalized = Some(boxed.to_array());
+            b.aabb_normalized = Some([lo.x, lo.y, lo.z, hi.x, hi.y, hi.z]);
+        }
+    }
+    boxes
 }
 
 fn boxes_per_frame(contexts: &[FrameContext], boxes: &[BoxRow]) -> Vec<i64> {

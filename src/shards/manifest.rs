@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 /// Version of the shard schema (`docs/schema.md`); a reader refuses a major version it does not know.
-pub const SCHEMA_VERSION: &str = "1.0";
+pub const SCHEMA_VERSION: &str = "1.1";
 
 /// One detector of the run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -58,6 +58,9 @@ pub struct StageTimes {
     pub read_cpu_s: f64,
     /// Summed over frames: detectors (pillarise, ONNX, decode, NMS).
     pub detect_cpu_s: f64,
+    /// Summed over frames: the normalization inputs (IMU, ground fit), plus the sequence step.
+    #[serde(default)]
+    pub normalize_cpu_s: f64,
     /// Summed over frames: the detectors' ONNX sessions alone.
     pub onnx_cpu_s: f64,
     /// Summed over frames: fusion.
@@ -119,4 +122,20 @@ pub struct RunManifest {
     pub scores: Option<serde_json::Value>,
     /// When the run finished (seconds since the Unix epoch).
     pub finished_unix_s: u64,
+    /// The platform profile the frames were normalized with; `null` while normalization is off.
+    #[serde(default)]
+    pub normalization: Option<NormalizationRecord>,
+}
+
+/// The profile a sequence was normalized with.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NormalizationRecord {
+    /// The profile's name.
+    pub profile: String,
+    /// Where it came from: a file, or `builtin:<name>`.
+    pub origin: String,
+    /// sha256 of its TOML text.
+    pub sha256: String,
+    /// The profile as used (TOML, every default written out).
+    pub profile_toml: String,
 }

@@ -13,7 +13,9 @@ use std::path::PathBuf;
 
 use thiserror::Error;
 
-pub use manifest::{DetectorRecord, FrameError, RunManifest, SCHEMA_VERSION, SequenceCounts, StageTimes};
+pub use manifest::{
+    DetectorRecord, FrameError, NormalizationRecord, RunManifest, SCHEMA_VERSION, SequenceCounts, StageTimes,
+};
 pub use reader::{read_box_rows, read_detection_rows, read_frame_rows, read_points_frame, read_track_rows};
 pub use schema::{
     BOX_ELEMENT_ORDER, box_schema, detection_schema, frame_schema, points_schema, review_schema, track_schema,
@@ -76,6 +78,17 @@ pub struct FrameRow {
     pub world_from_sensor: [f64; 16],
     /// Normalized frame from sensor frame, row-major 4×4; `None` while normalization is off.
     pub normalized_from_sensor: Option<[f64; 16]>,
+    /// The gravity estimate's method (`fused`, `imu`, … `mounting` when nothing worked); `None`
+    /// while normalization is off.
+    pub gravity_method: Option<String>,
+    /// The estimates that went into it (`imu`, `ground`, `pose_3eed`, …), sorted.
+    pub gravity_inputs: Vec<String>,
+    /// Its confidence, 1 / (1 + (sigma / 0.5°)²).
+    pub gravity_confidence: Option<f64>,
+    /// The sensor's height above the fitted ground along up (m), where known.
+    pub sensor_height_m: Option<f64>,
+    /// Why this frame's normalization is weaker than usual, one line each.
+    pub normalization_notes: Vec<String>,
     /// LiDAR points in the sweep.
     pub num_points: i64,
     /// Points of it written to `points/` (0 when not kept).

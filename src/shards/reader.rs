@@ -42,6 +42,11 @@ impl<'a> Columns<'a> {
             .ok_or_else(|| self.error(name, "missing"))
     }
 
+    /// Whether the batch has `name` (columns added in a later minor version may be absent).
+    fn has(&self, name: &str) -> bool {
+        self.batch.column_by_name(name).is_some()
+    }
+
     fn error(&self, name: &str, detail: &str) -> ShardError {
         ShardError::Schema {
             path: self.path.to_path_buf(),
@@ -168,6 +173,25 @@ pub fn read_frame_rows(path: &Path) -> Result<Vec<FrameRow>, ShardError> {
         let timestamp = c.i64s_required("timestamp_us")?;
         let world = c.fixed_required::<16>("world_from_sensor")?;
         let normalized = c.fixed::<16>("normalized_from_sensor")?;
+        // Added in schema 1.1: absent in 1.0 files.
+        let n = batch.num_rows();
+        let (gravity_method, gravity_inputs, gravity_confidence, sensor_height, notes) = if c.has("gravity_method") {
+            (
+                c.strings("gravity_method")?,
+                c.string_lists("gravity_inputs")?,
+                c.f64s("gravity_confidence")?,
+                c.f64s("sensor_height_m")?,
+                c.string_lists("normalization_notes")?,
+            )
+        } else {
+            (
+                vec![None; n],
+                vec![Vec::new(); n],
+                vec![None; n],
+                vec![None; n],
+                vec![Vec::new(); n],
+            )
+        };
         let num_points = c.i64s_required("num_points")?;
         let kept = c.i64s_required("num_points_kept")?;
         let points_file = c.strings("points_file")?;
@@ -181,6 +205,11 @@ pub fn read_frame_rows(path: &Path) -> Result<Vec<FrameRow>, ShardError> {
                 timestamp_us: timestamp[i],
                 world_from_sensor: world[i],
                 normalized_from_sensor: normalized[i],
+                gravity_method: gravity_method[i].clone(),
+                gravity_inputs: gravity_inputs[i].clone(),
+                gravity_confidence: gravity_confidence[i],
+                sensor_height_m: sensor_height[i],
+                normalization_notes: notes[i].clone(),
                 num_points: num_points[i],
                 num_points_kept: kept[i],
                 points_file: points_file[i].clone(),

@@ -124,6 +124,10 @@ fn f64s(values: impl Iterator<Item = f64>) -> ArrayRef {
     Arc::new(Float64Array::from_iter_values(values))
 }
 
+fn f64s_opt(values: impl Iterator<Item = Option<f64>>) -> ArrayRef {
+    Arc::new(values.collect::<Float64Array>())
+}
+
 /// A `fixed_size_list<float64>[N]` column; `None` rows are null (their slots hold zeros).
 fn fixed<const N: usize>(rows: impl Iterator<Item = Option<[f64; N]>>) -> ArrayRef {
     let mut values = Vec::new();
@@ -172,6 +176,11 @@ fn frames_batch(path: &Path, sequence: &str, rows: &[FrameRow]) -> Result<Record
         i64s(rows.iter().map(|r| r.timestamp_us)),
         fixed(rows.iter().map(|r| Some(r.world_from_sensor))),
         fixed(rows.iter().map(|r| r.normalized_from_sensor)),
+        utf8_opt(rows.iter().map(|r| r.gravity_method.as_deref())),
+        list_utf8(rows.iter().map(|r| r.gravity_inputs.as_slice())),
+        f64s_opt(rows.iter().map(|r| r.gravity_confidence)),
+        f64s_opt(rows.iter().map(|r| r.sensor_height_m)),
+        list_utf8(rows.iter().map(|r| r.normalization_notes.as_slice())),
         i64s(rows.iter().map(|r| r.num_points)),
         i64s(rows.iter().map(|r| r.num_points_kept)),
         utf8_opt(rows.iter().map(|r| r.points_file.as_deref())),
