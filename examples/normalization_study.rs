@@ -37,51 +37,71 @@ struct Scenario {
     terrain: TerrainKind,
     slope_deg: f64,
     start_tilt_deg: f64,
+    /// The drone's LiDAR mount, pitched down (degrees; the simulator's default is 40).
+    mount_pitch_deg: f64,
 }
 
-const SCENARIOS: [Scenario; 6] = [
+const fn scenario(
+    name: &'static str,
+    platform: Platform,
+    terrain: TerrainKind,
+    slope_deg: f64,
+    start_tilt_deg: f64,
+    mount_pitch_deg: f64,
+) -> Scenario {
     Scenario {
-        name: "drone, rolling, level start",
-        platform: Platform::Drone,
-        terrain: TerrainKind::Rolling,
-        slope_deg: 0.0,
-        start_tilt_deg: 0.0,
-    },
-    Scenario {
-        name: "drone, rolling, takes off 5° nose up",
-        platform: Platform::Drone,
-        terrain: TerrainKind::Rolling,
-        slope_deg: 0.0,
-        start_tilt_deg: 5.0,
-    },
-    Scenario {
-        name: "drone, flat",
-        platform: Platform::Drone,
-        terrain: TerrainKind::Flat,
-        slope_deg: 0.0,
-        start_tilt_deg: 0.0,
-    },
-    Scenario {
-        name: "quadruped, rolling",
-        platform: Platform::Quadruped,
-        terrain: TerrainKind::Rolling,
-        slope_deg: 0.0,
-        start_tilt_deg: 0.0,
-    },
-    Scenario {
-        name: "quadruped, 5° slope (starts on it)",
-        platform: Platform::Quadruped,
-        terrain: TerrainKind::Sloped,
-        slope_deg: 5.0,
-        start_tilt_deg: 0.0,
-    },
-    Scenario {
-        name: "quadruped, flat",
-        platform: Platform::Quadruped,
-        terrain: TerrainKind::Flat,
-        slope_deg: 0.0,
-        start_tilt_deg: 0.0,
-    },
+        name,
+        platform,
+        terrain,
+        slope_deg,
+        start_tilt_deg,
+        mount_pitch_deg,
+    }
+}
+
+const SCENARIOS: [Scenario; 7] = [
+    scenario(
+        "drone, rolling, level start",
+        Platform::Drone,
+        TerrainKind::Rolling,
+        0.0,
+        0.0,
+        40.0,
+    ),
+    scenario(
+        "drone, rolling, takes off 5° nose up",
+        Platform::Drone,
+        TerrainKind::Rolling,
+        0.0,
+        5.0,
+        40.0,
+    ),
+    scenario(
+        "drone, level LiDAR mount, takes off 5° nose up",
+        Platform::Drone,
+        TerrainKind::Rolling,
+        0.0,
+        5.0,
+        0.0,
+    ),
+    scenario("drone, flat", Platform::Drone, TerrainKind::Flat, 0.0, 0.0, 40.0),
+    scenario(
+        "quadruped, rolling",
+        Platform::Quadruped,
+        TerrainKind::Rolling,
+        0.0,
+        0.0,
+        0.0,
+    ),
+    scenario(
+        "quadruped, 5° slope (starts on it)",
+        Platform::Quadruped,
+        TerrainKind::Sloped,
+        5.0,
+        0.0,
+        0.0,
+    ),
+    scenario("quadruped, flat", Platform::Quadruped, TerrainKind::Flat, 0.0, 0.0, 0.0),
 ];
 
 const METHODS: [GravityMethod; 4] = [
@@ -106,6 +126,7 @@ fn simulate(s: &Scenario, seed: u64, frames: usize, profile: &Profile, dir: &std
     config.terrain.kind = s.terrain;
     config.terrain.slope_deg = s.slope_deg;
     config.drone.start_tilt_deg = s.start_tilt_deg;
+    config.drone.sensor_pitch_down_deg = s.mount_pitch_deg;
     let sim = Simulator::new(config, s.platform, seed)?;
     let prefix = if s.platform == Platform::Drone {
         "falcon"

@@ -117,6 +117,22 @@ enum Command {
         #[arg(long)]
         out: PathBuf,
     },
+    /// Re-normalize finished shard folders with a platform profile, without rerunning detection:
+    /// each frame's gravity and altitude and every box's normalized-frame values are recomputed
+    /// from the stored sensor-frame values (the kept points feed the ground fit; `--log` adds the
+    /// IMU and the sweeps not kept), and the manifest records the profile and its sha256.
+    Normalize {
+        /// A shipped profile (`m3ed_drone`, `waymo_vehicle`, …; `pipelines/platforms/`) or a
+        /// profile TOML.
+        #[arg(long)]
+        profile: String,
+        /// The log of the one sequence folder given.
+        #[arg(long)]
+        log: Option<PathBuf>,
+        /// Sequence folders, or folders holding them (`run --out`).
+        #[arg(required = true)]
+        shards: Vec<PathBuf>,
+    },
     /// Print a one-screen summary of an input: an ONNX model, a Waymo v1 segment, a Waymo v2
     /// folder or an M3ED data file; `--check` also decodes every frame of any log a source reads.
     Inspect {
@@ -364,6 +380,38 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let text = boxlayer::pipeline::track_boxes_file(&boxes, &settings.tracking, platform, source.as_deref())
                 .with_context(|| format!("track {}", boxes.display()))?;
             write_output(&out, &text)?;
+        }
+        Command::Normalize { profile, log, shards } => {
+            let profile = boxlayer::normalize::Profile::load(&profile).context("load --profile")?;
+            let dirs: Vec<PathBuf> = shards.iter().flat_map(|p| boxlayer::shards::sequence_dirs(p)).collect();
+            if dirs.is_empty() {
+                anyhow::bail!("no finished sequence folder (with boxes.parquet and _SUCCESS) in the paths given");
+            }
+            if log.is_some() && dirs.len() != 1 {
+                anyhow::bail!(
+                    "--log names one sequence's log, but {} sequence folders were given",
+                    dirs.len()
+                );
+            }
+            let source = log
+                .as_deref()
+                .map(|path| boxlayer::sources::open(path, None, &boxlayer::sources::SourceOptions::default()))
+                .transpose()
+                .context("open --log")?;
+            for dir in dirs {
+                let s = boxlayer::pipeline::renormalize(&dir, &profile, source.as_deref())
+                    .with_context(|| format!("normalize {}", dir.display()))?;
+                write_stdout(&format!(
+                    "{}: {} frames ({} with points, {} with IMU), {} boxes, profile {} ({})\n",
+                    s.dir.display(),
+                    s.frames,
+                    s.frames_with_points,
+                    s.frames_with_imu,
+                    s.boxes,
+                    profile.profile.name,
+                    &profile.sha256[..12]
+                ))?;
+            }
         }
         Command::Inspect { file, check } => {
             let summary = boxlayer::inspect::inspect(&file).with_context(|| format!("inspect {}", file.display()));

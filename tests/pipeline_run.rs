@@ -394,3 +394,84 @@ fn detections_given_as_json_lines_reproduce_the_detected_layer() {
     assert_eq!(manifest["started_from"], "given detections");
     assert!(manifest["detectors"].as_array().unwrap().is_empty());
 }
+
+#[test]
+fn normalize_reprofiles_a_finished_folder_and_with_the_log_reproduces_the_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let log = simulate_log(Platform::Quadruped, FRAMES, 41, &tmp.path().join("log")).unwrap();
+    let o = options(
+        &repo("pipelines/demo.toml"),
+        &log.path,
+        Platform::Quadruped,
+        &tmp.path().join("out"),
+    );
+    let dir = only_dir(&run(&o).unwrap());
+    let frames_before = read_frame_rows(&dir.join("frames.parquet")).unwrap();
+    let detections_before = std::fs::read(dir.join("detections.parquet")).unwrap();
+
+    // 3EED's quadruped profile through the command line: their virtual pose, 1.3 m down.
+    let output = Command::new(env!("CARGO_BIN_EXE_boxlayer"))
+        .args(["normalize", "--profile", "m3ed_quadruped_3eed"])
+        .arg(tmp.path().join("out"))
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(String::from_utf8_lossy(&output.stdout).contains("6 frames (6 with points, 0 with IMU)"));
+    let frames = read_frame_rows(&dir.join("frames.parquet")).unwrap();
+    for (row, before) in frames.iter().zip(&frames_before) {
+        let pose = boxlayer::geometry::pose::isometry_from_row_major(&row.world_from_sensor, 1e-9).unwrap();
+        let expected =
+            nalgebra::Translation3::new(0.0, 0.0, -1.3) * boxlayer::normalize::virtual_pose_3eed(&pose, false, false);
+        let got =
+            boxlayer::geometry::pose::isometry_from_row_major(&row.normalized_from_sensor.unwrap(), 1e-9).unwrap();
+        assert!((got.to_homogeneous() - expected.to_homogeneous()).abs().max() < 1e-9);
+        assert_eq!(row.gravity_method.as_deref(), Some("pose_3eed"));
+        assert_eq!(row.world_from_sensor, before.world_from_sensor);
+    }
+    for b in read_box_rows(&dir.join("boxes.parquet")).unwrap() {
+        let row = frames.iter().find(|f| f.frame_index == b.frame_index).unwrap();
+        let n = boxlayer::geometry::pose::isometry_from_row_major(&row.normalized_from_sensor.unwrap(), 1e-9).unwrap();
+        let expected = boxlayer::geometry::Box3::from_array(b.box_sensor)
+            .transformed(&n)
+            .to_array();
+        let got = b.box_normalized.unwrap();
+        assert!(
+            got.iter().zip(&expected).all(|(x, y)| (x - y).abs() < 1e-9),
+            "box {}",
+            b.box_id
+        );
+    }
+    assert!(std::fs::read(dir.join("detections.parquet")).unwrap() == detections_before);
+    assert!(dir.join(SUCCESS_FILE).is_file());
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(manifest["normalization"]["profile"], "m3ed_quadruped_3eed");
+    assert_eq!(manifest["normalization"]["origin"], "builtin:m3ed_quadruped_3eed");
+    check_shards(std::slice::from_ref(&dir));
+
+    // Back to the run's own profile with the log: the run's normalization again.
+    let profile = boxlayer::normalize::Profile::load("m3ed_quadruped").unwrap();
+    let source = boxlayer::sources::open(&log.path, None, &Default::default()).unwrap();
+    let s = boxlayer::pipeline::renormalize(&dir, &profile, Some(source.as_ref())).unwrap();
+    assert_eq!((s.frames, s.frames_with_imu), (FRAMES, FRAMES));
+    for (row, before) in read_frame_rows(&dir.join("frames.parquet"))
+        .unwrap()
+        .iter()
+        .zip(&frames_before)
+    {
+        let (a, b) = (
+            row.normalized_from_sensor.unwrap(),
+            before.normalized_from_sensor.unwrap(),
+        );
+        assert!(
+            a.iter().zip(&b).all(|(x, y)| (x - y).abs() < 1e-9),
+            "frame {}",
+            row.frame_index
+        );
+        assert_eq!(row.gravity_inputs, before.gravity_inputs);
+    }
+    // Refused: a folder that is not finished.
+    std::fs::remove_file(dir.join(SUCCESS_FILE)).unwrap();
+    let e = boxlayer::pipeline::renormalize(&dir, &profile, None).unwrap_err();
+    assert!(e.to_string().contains("not a finished sequence folder"), "{e}");
+}

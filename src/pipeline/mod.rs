@@ -7,6 +7,7 @@ mod bench;
 mod config;
 mod data_manifest;
 mod detections_jsonl;
+mod renormalize;
 mod score;
 mod scratch;
 mod sequence;
@@ -28,6 +29,7 @@ pub use data_manifest::{DataManifest, ManifestError, SequenceEntry, Split};
 pub use detections_jsonl::{
     DEFAULT_FRAME_PERIOD_MICROS, fuse_detections_file, read_detections_jsonl, track_boxes_file,
 };
+pub use renormalize::{RenormalizeSummary, renormalize};
 pub use score::{ClassAp, LayerScores, class_ap, label_truth, score_layer, visible_truth};
 pub use sequence::{DetectionsFrom, SequenceJob, SequenceLayer, run_sequence, track_input};
 

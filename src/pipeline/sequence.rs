@@ -24,7 +24,7 @@ use crate::cloud::PointCloud;
 use crate::detect::Detector;
 use crate::frame::{CameraCalibration, GroundTruthBox, ObjectClass, Platform};
 use crate::fuse::Fuser;
-use crate::geometry::{Box3, aabb, count_points_in_box};
+use crate::geometry::{Box3, count_points_in_box};
 use crate::normalize::{FrameInputs, Profile, normalize_sequence};
 use crate::shards::{
     BoxRow, CameraFootprint, DetectionRow, FrameError, FrameRow, PointsFrame, PointsWriter, StageTimes, TrackRow,
@@ -526,12 +526,7 @@ fn normalized_boxes(contexts: &[FrameContext], mut boxes: Vec<BoxRow>) -> Vec<Bo
         })
         .collect();
     for b in &mut boxes {
-        if let Some(n) = by_frame.get(&b.frame_index) {
-            let boxed = Box3::from_array(b.box_sensor).transformed(n);
-            let (lo, hi) = aabb(&boxed);
-            b.box_normalized = Some(boxed.to_array());
-            b.aabb_normalized = Some([lo.x, lo.y, lo.z, hi.x, hi.y, hi.z]);
-        }
+        super::renormalize::renormalize_box(b, by_frame.get(&b.frame_index));
     }
     boxes
 }

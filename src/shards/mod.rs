@@ -16,7 +16,9 @@ use thiserror::Error;
 pub use manifest::{
     DetectorRecord, FrameError, NormalizationRecord, RunManifest, SCHEMA_VERSION, SequenceCounts, StageTimes,
 };
-pub use reader::{read_box_rows, read_detection_rows, read_frame_rows, read_points_frame, read_track_rows};
+pub use reader::{
+    read_box_rows, read_detection_rows, read_frame_rows, read_points_frame, read_track_rows, sequence_dirs,
+};
 pub use schema::{
     BOX_ELEMENT_ORDER, box_schema, detection_schema, frame_schema, points_schema, review_schema, track_schema,
 };

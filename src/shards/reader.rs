@@ -3,7 +3,7 @@
 //! checked, so a file from another writer with the same schema reads too.
 
 use std::fs::File;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use arrow::array::{Array, AsArray, RecordBatch};
 use arrow::datatypes::{Float32Type, Float64Type, Int32Type, Int64Type};
@@ -443,4 +443,32 @@ pub fn read_points_frame(path: &Path, frame_index: i64) -> Result<Option<PointsF
         frame.intensity.extend(c.f32s("intensity")?);
     }
     Ok(Some(frame))
+}
+
+/// The complete sequence folders at or under `path` (`<out>/<platform>/<sequence>/`), sorted.
+pub fn sequence_dirs(path: &Path) -> Vec<PathBuf> {
+    let is_sequence = |p: &Path| p.join("boxes.parquet").is_file() && p.join(super::SUCCESS_FILE).is_file();
+    if is_sequence(path) {
+        return vec![path.to_path_buf()];
+    }
+    let mut out = Vec::new();
+    let children = |p: &Path| -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(p)
+            .map(|r| {
+                r.filter_map(|e| e.ok().map(|e| e.path()))
+                    .filter(|p| p.is_dir())
+                    .collect()
+            })
+            .unwrap_or_default();
+        v.sort();
+        v
+    };
+    for a in children(path) {
+        if is_sequence(&a) {
+            out.push(a);
+            continue;
+        }
+        out.extend(children(&a).into_iter().filter(|b| is_sequence(b)));
+    }
+    out
 }

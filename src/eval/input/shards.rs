@@ -2,45 +2,17 @@
 //! path, its `boxes.parquet` rows as boxes in the sensor frame with their track ids, platform
 //! from `manifest.json`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::{EvalBox, EvalData, FrameKey};
 use crate::eval::EvalError;
 use crate::frame::{ObjectClass, Platform};
 use crate::geometry::Box3;
-use crate::shards::{RunManifest, SUCCESS_FILE, read_box_rows};
+use crate::shards::{RunManifest, read_box_rows, sequence_dirs};
 
 /// Whether `path` is a sequence folder or holds sequence folders (two levels down at most).
 pub(crate) fn looks_like_shards(path: &Path) -> bool {
     !sequence_dirs(path).is_empty()
-}
-
-/// The complete sequence folders at or under `path` (`<out>/<platform>/<sequence>/`), sorted.
-fn sequence_dirs(path: &Path) -> Vec<PathBuf> {
-    let is_sequence = |p: &Path| p.join("boxes.parquet").is_file() && p.join(SUCCESS_FILE).is_file();
-    if is_sequence(path) {
-        return vec![path.to_path_buf()];
-    }
-    let mut out = Vec::new();
-    let children = |p: &Path| -> Vec<PathBuf> {
-        let mut v: Vec<PathBuf> = std::fs::read_dir(p)
-            .map(|r| {
-                r.filter_map(|e| e.ok().map(|e| e.path()))
-                    .filter(|p| p.is_dir())
-                    .collect()
-            })
-            .unwrap_or_default();
-        v.sort();
-        v
-    };
-    for a in children(path) {
-        if is_sequence(&a) {
-            out.push(a);
-            continue;
-        }
-        out.extend(children(&a).into_iter().filter(|b| is_sequence(b)));
-    }
-    out
 }
 
 /// Loads every complete sequence folder at or under `path`.
