@@ -283,7 +283,8 @@ impl CameraView {
     }
 }
 
-/// One inertial sample in the IMU's own frame.
+/// One inertial sample, rotated into the sweep's sensor frame by the log's IMU extrinsic (M3ED:
+/// `/ovc/imu/calib/T_to_prophesee_left` against the LiDAR's).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ImuSample {
     /// Sample time (µs).

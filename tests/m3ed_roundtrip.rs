@@ -99,6 +99,20 @@ fn image_for(j: usize) -> RgbImage {
 
 /// Writes `<name>_data.h5` and `<name>_pose_gt.h5` with `sweeps` rows; rows in `skipped` are
 /// all-zero skipped frames.
+fn lidar_to_prophesee_left() -> Isometry3<f64> {
+    isometry_from_euler(Vector3::new(-0.02, 0.11, -0.05), 0.03, -0.01, 0.02)
+}
+
+/// An IMU mounted a quarter turn from the LiDAR, as the OVC's VectorNav is from the Ouster.
+fn imu_to_prophesee_left() -> Isometry3<f64> {
+    isometry_from_euler(
+        Vector3::new(0.04, -0.03, 0.01),
+        std::f64::consts::FRAC_PI_2,
+        0.02,
+        -0.05,
+    )
+}
+
 fn write_sequence(dir: &Path, spec: Spec) -> Written {
     let Spec {
         name,
@@ -129,13 +143,13 @@ fn write_sequence(dir: &Path, spec: Spec) -> Written {
             nalgebra::UnitQuaternion::from_rotation_matrix(&camera_rotation),
         ),
     };
-    let lidar_to_pl = isometry_from_euler(Vector3::new(-0.02, 0.11, -0.05), 0.03, -0.01, 0.02);
+    let lidar_to_pl = lidar_to_prophesee_left();
     let setup = M3edWriterSetup {
         metadata: metadata.clone(),
         metadata_flavour: flavour,
         lidar_to_prophesee_left: lidar_to_pl,
         rgb: Some(calibration.clone()),
-        imu_to_prophesee_left: Isometry3::identity(),
+        imu_to_prophesee_left: imu_to_prophesee_left(),
         first_frame_id: 65_530,
         version: "test".into(),
         raw_bag_name: format!("{name}.bag"),
@@ -281,7 +295,9 @@ fn check_read_back(w: &Written, platform: Platform, name: &str) {
         let want = w.calibration.sensor_from_camera;
         assert!((cal.sensor_from_camera.translation.vector - want.translation.vector).norm() < 1e-9);
         assert!(cal.sensor_from_camera.rotation.angle_to(&want.rotation) < 1e-9);
-        // IMU: exactly the finite samples inside [ts_start, ts_end].
+        // IMU: exactly the finite samples inside [ts_start, ts_end], rotated from the IMU frame
+        // into the LiDAR sensor frame through the two Prophesee-left extrinsics.
+        let sensor_from_imu = (lidar_to_prophesee_left().inverse() * imu_to_prophesee_left()).rotation;
         let end = frame.timestamp_micros + SWEEP_US * 2047 / 2048;
         let expect: Vec<_> = w
             .imu
@@ -292,8 +308,10 @@ fn check_read_back(w: &Written, platform: Platform, name: &str) {
         assert!(!expect.is_empty());
         for (got, (t, a, g)) in frame.imu.iter().zip(expect) {
             assert_eq!(got.timestamp_micros, *t);
-            assert_eq!(got.accel_mps2, Vector3::from(*a));
-            assert_eq!(got.gyro_radps, Vector3::from(*g));
+            assert!((got.accel_mps2 - sensor_from_imu * Vector3::from(*a)).norm() < 1e-9);
+            assert!((got.gyro_radps - sensor_from_imu * Vector3::from(*g)).norm() < 1e-9);
+            // A quarter turn: the x axis of the IMU is (nearly) the y axis of the sensor.
+            assert!((sensor_from_imu * Vector3::x() - Vector3::y()).norm() < 0.1);
         }
     }
 }

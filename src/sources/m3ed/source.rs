@@ -98,6 +98,9 @@ struct ImuStream {
     timestamps: Vec<i64>,
     omega: Dataset,
     accel: Dataset,
+    /// The LiDAR sensor frame from the IMU frame: `/ouster/calib/T_to_prophesee_left`⁻¹ ·
+    /// `/ovc/imu/calib/T_to_prophesee_left`; identity when either is absent.
+    sensor_from_imu: nalgebra::UnitQuaternion<f64>,
 }
 
 /// Plain facts about an opened sequence, for `boxlayer inspect` and logs.
@@ -349,7 +352,7 @@ impl M3edSource {
                 None
             }
         };
-        let imu = match Self::load_imu(path, &file) {
+        let imu = match lidar_to_pl().and_then(|pl| Self::load_imu(path, &file, pl.as_ref())) {
             Ok(imu) => imu,
             Err(e) => {
                 degrade("IMU", e)?;
@@ -491,7 +494,11 @@ impl M3edSource {
         }))
     }
 
-    fn load_imu(path: &Path, file: &hdf5::File) -> Result<Option<ImuStream>, SourceError> {
+    fn load_imu(
+        path: &Path,
+        file: &hdf5::File,
+        lidar_to_pl: Option<&Isometry3<f64>>,
+    ) -> Result<Option<ImuStream>, SourceError> {
         let Some(ts) = h5::optional_dataset(path, file, "ovc/imu/ts")? else {
             return Ok(None);
         };
@@ -507,10 +514,23 @@ impl M3edSource {
                 ));
             }
         }
+        let imu_to_pl = match h5::optional_dataset(path, file, "ovc/imu/calib/T_to_prophesee_left")? {
+            Some(ds) => Some(rigid(
+                path,
+                "dataset /ovc/imu/calib/T_to_prophesee_left",
+                &h5::read_f64s(path, &ds)?,
+            )?),
+            None => None,
+        };
+        let sensor_from_imu = match (lidar_to_pl, imu_to_pl) {
+            (Some(lidar), Some(imu)) => (lidar.inverse() * imu).rotation,
+            _ => nalgebra::UnitQuaternion::identity(),
+        };
         Ok(Some(ImuStream {
             timestamps,
             omega,
             accel,
+            sensor_from_imu,
         }))
     }
 
@@ -661,7 +681,8 @@ impl M3edSource {
         )))
     }
 
-    /// OVC IMU samples with `from ≤ t ≤ to`, skipping rows with any non-finite value.
+    /// OVC IMU samples with `from ≤ t ≤ to` in the LiDAR sensor frame, skipping rows with any
+    /// non-finite value.
     fn imu_samples(&self, from: i64, to: i64, location: &str) -> Result<Vec<ImuSample>, SourceError> {
         let Some(stream) = &self.imu else {
             return Ok(Vec::new());
@@ -684,10 +705,13 @@ impl M3edSource {
                 // The VectorNav stream marks missing samples with NaN.
                 continue;
             }
+            // Into the LiDAR sensor frame (rotation only: the lever arm's centripetal term is
+            // below the accelerometer noise at these rates).
+            let r = &stream.sensor_from_imu;
             samples.push(ImuSample {
                 timestamp_micros: stream.timestamps[lo + i],
-                accel_mps2: Vector3::new(a[0], a[1], a[2]),
-                gyro_radps: Vector3::new(w[0], w[1], w[2]),
+                accel_mps2: r * Vector3::new(a[0], a[1], a[2]),
+                gyro_radps: r * Vector3::new(w[0], w[1], w[2]),
             });
         }
         Ok(samples)
