@@ -28,6 +28,9 @@ struct Args {
     /// Simulator seeds, comma-separated (one sequence per scenario and seed).
     #[arg(long, value_delimiter = ',', default_value = "1,2,3")]
     seeds: Vec<u64>,
+    /// Only the scenarios whose name contains this.
+    #[arg(long)]
+    only: Option<String>,
 }
 
 /// One simulated situation.
@@ -39,6 +42,8 @@ struct Scenario {
     start_tilt_deg: f64,
     /// The drone's LiDAR mount, pitched down (degrees; the simulator's default is 40).
     mount_pitch_deg: f64,
+    /// The profile's ground reach, where it differs from the shipped profile's (m).
+    ground_reach_m: Option<f64>,
 }
 
 const fn scenario(
@@ -48,6 +53,7 @@ const fn scenario(
     slope_deg: f64,
     start_tilt_deg: f64,
     mount_pitch_deg: f64,
+    ground_reach_m: Option<f64>,
 ) -> Scenario {
     Scenario {
         name,
@@ -56,52 +62,23 @@ const fn scenario(
         slope_deg,
         start_tilt_deg,
         mount_pitch_deg,
+        ground_reach_m,
     }
 }
 
-const SCENARIOS: [Scenario; 7] = [
+#[rustfmt::skip]
+const SCENARIOS: [Scenario; 8] = [
+    scenario("drone, rolling, level start", Platform::Drone, TerrainKind::Rolling, 0.0, 0.0, 40.0, None),
+    scenario("drone, rolling, takes off 5° nose up", Platform::Drone, TerrainKind::Rolling, 0.0, 5.0, 40.0, None),
+    scenario("drone, level LiDAR mount, takes off 5° nose up", Platform::Drone, TerrainKind::Rolling, 0.0, 5.0, 0.0, None),
     scenario(
-        "drone, rolling, level start",
-        Platform::Drone,
-        TerrainKind::Rolling,
-        0.0,
-        0.0,
-        40.0,
+        "drone, level LiDAR mount, takes off 5° nose up, own profile (mount 0°, ground reach 150 m)",
+        Platform::Drone, TerrainKind::Rolling, 0.0, 5.0, 0.0, Some(150.0),
     ),
-    scenario(
-        "drone, rolling, takes off 5° nose up",
-        Platform::Drone,
-        TerrainKind::Rolling,
-        0.0,
-        5.0,
-        40.0,
-    ),
-    scenario(
-        "drone, level LiDAR mount, takes off 5° nose up",
-        Platform::Drone,
-        TerrainKind::Rolling,
-        0.0,
-        5.0,
-        0.0,
-    ),
-    scenario("drone, flat", Platform::Drone, TerrainKind::Flat, 0.0, 0.0, 40.0),
-    scenario(
-        "quadruped, rolling",
-        Platform::Quadruped,
-        TerrainKind::Rolling,
-        0.0,
-        0.0,
-        0.0,
-    ),
-    scenario(
-        "quadruped, 5° slope (starts on it)",
-        Platform::Quadruped,
-        TerrainKind::Sloped,
-        5.0,
-        0.0,
-        0.0,
-    ),
-    scenario("quadruped, flat", Platform::Quadruped, TerrainKind::Flat, 0.0, 0.0, 0.0),
+    scenario("drone, flat", Platform::Drone, TerrainKind::Flat, 0.0, 0.0, 40.0, None),
+    scenario("quadruped, rolling", Platform::Quadruped, TerrainKind::Rolling, 0.0, 0.0, 0.0, None),
+    scenario("quadruped, 5° slope (starts on it)", Platform::Quadruped, TerrainKind::Sloped, 5.0, 0.0, 0.0, None),
+    scenario("quadruped, flat", Platform::Quadruped, TerrainKind::Flat, 0.0, 0.0, 0.0, None),
 ];
 
 const METHODS: [GravityMethod; 4] = [
@@ -110,6 +87,17 @@ const METHODS: [GravityMethod; 4] = [
     GravityMethod::Ground,
     GravityMethod::Fused,
 ];
+
+/// Where a frame's sensor height came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Height {
+    /// Ground samples seen under the sensor.
+    Seen,
+    /// The sweep's own plane, extrapolated.
+    Extrapolated,
+    /// No fit: carried from another frame, or the mounting height.
+    Fallback,
+}
 
 /// What one sequence gives: per frame the truth up, its inputs, and the true sensor height.
 struct Run {
@@ -165,14 +153,19 @@ fn main() -> Result<()> {
     let dir = tempfile::tempdir()?;
     println!("| scenario | estimator | median tilt ° | p95 ° | max ° | mean confidence |");
     println!("|---|---|---|---|---|---|");
-    let mut heights: Vec<(String, Vec<(bool, f64)>)> = Vec::new();
-    for s in &SCENARIOS {
-        let base = Profile::load(if s.platform == Platform::Drone {
-            "m3ed_drone"
-        } else {
-            "m3ed_quadruped"
-        })?
-        .profile;
+    let mut heights: Vec<(String, Vec<(Height, f64)>)> = Vec::new();
+    let chosen = SCENARIOS
+        .iter()
+        .filter(|s| args.only.as_ref().is_none_or(|o| s.name.contains(o.as_str())));
+    for s in chosen {
+        let name = if s.platform == Platform::Drone { "m3ed_drone" } else { "m3ed_quadruped" };
+        let mut base = Profile::load(name)?.profile;
+        if let Some(reach) = s.ground_reach_m {
+            // A new airframe is a new profile: its mount, and a ground reach that finds the
+            // ground a level LiDAR sees only 2.4 × the altitude away.
+            base.mounting.pitch_down_deg = s.mount_pitch_deg;
+            base.gravity.ground.max_range_m = reach;
+        }
         let runs: Vec<Run> = args
             .seeds
             .iter()
@@ -197,8 +190,14 @@ fn main() -> Result<()> {
                         .iter()
                         .zip(&run.truth_height)
                         .filter_map(|(n, h)| {
-                            let seen = !n.notes.iter().any(|m| m == EXTRAPOLATED_HEIGHT);
-                            n.sensor_height_m.map(|e| (seen, (e - h).abs()))
+                            let how = if n.notes.iter().any(|m| m == EXTRAPOLATED_HEIGHT) {
+                                Height::Extrapolated
+                            } else if n.notes.iter().any(|m| m.starts_with("no ground fit")) {
+                                Height::Fallback
+                            } else {
+                                Height::Seen
+                            };
+                            n.sensor_height_m.map(|e| (how, (e - h).abs()))
                         })
                         .collect::<Vec<_>>();
                     match heights.iter_mut().find(|(k, _)| k == s.name) {
@@ -221,8 +220,9 @@ fn main() -> Result<()> {
     for (name, errors) in heights {
         for (label, pick) in [
             ("all frames", None),
-            ("seen under the sensor", Some(true)),
-            ("extrapolated plane", Some(false)),
+            ("seen under the sensor", Some(Height::Seen)),
+            ("extrapolated plane", Some(Height::Extrapolated)),
+            ("no ground fit (carried or mounting)", Some(Height::Fallback)),
         ] {
             let e: Vec<f64> = errors
                 .iter()

@@ -1,6 +1,7 @@
 //! Up and sensor height from the ground: the lowest return per grid cell around the sensor (low
-//! along a prior up), a RANSAC plane whose normal must stay near that prior (walls, ramps and car
-//! roofs fail it or lose the vote), then a least-squares refinement on the inliers.
+//! along a prior up), a RANSAC plane whose normal must stay near that prior (walls and ramps fail
+//! it) scored by its inliers less twice the candidates well below it (the ground is the lowest
+//! surface, so roofs lose the vote), then a least-squares refinement on the inliers.
 
 use nalgebra::{Matrix3, SymmetricEigen, Unit, Vector3};
 
@@ -59,6 +60,12 @@ pub struct GroundFit {
     /// a later sweep can look up where it is now.
     pub samples: Vec<[f32; 3]>,
 }
+
+/// A candidate more than this many inlier distances below a plane counts against it.
+const BELOW_FACTOR: f64 = 3.0;
+
+/// How many inliers each candidate below a plane costs it.
+const BELOW_WEIGHT: usize = 2;
 
 /// Cell size of [`GroundFit::samples`] (m).
 const SAMPLE_CELL_M: f64 = 4.0;
@@ -130,7 +137,7 @@ pub fn fit_ground(
     }
     // RANSAC over plane hypotheses from three candidates.
     let mut rng = SplitMix(candidates.len() as u64 ^ 0x5EED);
-    let mut best: Option<(usize, f64, Vector3<f64>, f64)> = None; // (inliers, −offset, normal, offset)
+    let mut best: Option<(usize, f64, Vector3<f64>, f64)> = None; // (score, offset, normal, offset)
     for _ in 0..params.iterations {
         let (a, b, c) = (
             candidates[rng.below(candidates.len())],
@@ -150,13 +157,20 @@ pub fn fit_ground(
             continue;
         }
         let offset = -normal.dot(&a);
-        let count = candidates
-            .iter()
-            .filter(|q| (normal.dot(q) + offset).abs() < params.inlier_m)
-            .count();
-        // More inliers wins; among equals the lower plane (the larger offset), not a roof.
-        if best.is_none_or(|(k, o, _, _)| count > k || (count == k && offset > o)) {
-            best = Some((count, offset, normal, offset));
+        // The ground is the lowest surface: a roof or a deck has candidates well below it.
+        let (mut inliers, mut below) = (0usize, 0usize);
+        for q in &candidates {
+            let d = normal.dot(q) + offset;
+            if d.abs() < params.inlier_m {
+                inliers += 1;
+            } else if d < -BELOW_FACTOR * params.inlier_m {
+                below += 1;
+            }
+        }
+        let score = inliers.saturating_sub(BELOW_WEIGHT * below);
+        // The best score wins; among equals the lower plane (the larger offset).
+        if best.is_none_or(|(k, o, _, _)| score > k || (score == k && offset > o)) {
+            best = Some((score, offset, normal, offset));
         }
     }
     let (_, _, mut normal, mut offset) = best?;
