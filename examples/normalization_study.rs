@@ -158,7 +158,11 @@ fn main() -> Result<()> {
         .iter()
         .filter(|s| args.only.as_ref().is_none_or(|o| s.name.contains(o.as_str())));
     for s in chosen {
-        let name = if s.platform == Platform::Drone { "m3ed_drone" } else { "m3ed_quadruped" };
+        let name = if s.platform == Platform::Drone {
+            "m3ed_drone"
+        } else {
+            "m3ed_quadruped"
+        };
         let mut base = Profile::load(name)?.profile;
         if let Some(reach) = s.ground_reach_m {
             // A new airframe is a new profile: its mount, and a ground reach that finds the

@@ -475,3 +475,48 @@ fn normalize_reprofiles_a_finished_folder_and_with_the_log_reproduces_the_run() 
     let e = boxlayer::pipeline::renormalize(&dir, &profile, None).unwrap_err();
     assert!(e.to_string().contains("not a finished sequence folder"), "{e}");
 }
+
+#[test]
+fn detectors_see_gravity_aligned_points_when_the_profile_asks_and_their_boxes_come_back_to_the_sensor() {
+    let tmp = tempfile::tempdir().unwrap();
+    let log = simulate_log(Platform::Drone, 4, 43, &tmp.path().join("log")).unwrap();
+    let profile = std::fs::read_to_string(repo("pipelines/platforms/m3ed_drone.toml")).unwrap();
+    std::fs::write(
+        tmp.path().join("drone.toml"),
+        format!("{profile}\n[detector]\ninput_frame = \"normalized\"\n"),
+    )
+    .unwrap();
+    std::fs::write(
+        tmp.path().join("run.toml"),
+        format!(
+            "extends = \"{}\"\n\n[normalize]\nprofile = \"drone.toml\"\n",
+            repo("pipelines/demo.toml").display()
+        ),
+    )
+    .unwrap();
+    let o = options(
+        &tmp.path().join("run.toml"),
+        &log.path,
+        Platform::Drone,
+        &tmp.path().join("out"),
+    );
+    let dir = only_dir(&run(&o).unwrap());
+    // Every raw detection, taken by its frame's normalization, is level (the detectors output
+    // yaw-only boxes in the frame's own normalized frame: from that sweep's IMU, without the
+    // neighbours' poses to remove its acceleration, and its ground, it is within 1.5° of the
+    // sequence's), and seen from the sensor tilted ~40°, as the drone's LiDAR is.
+    let frames = read_frame_rows(&dir.join("frames.parquet")).unwrap();
+    let detections = boxlayer::shards::read_detection_rows(&dir.join("detections.parquet")).unwrap();
+    assert!(!detections.is_empty());
+    for d in &detections {
+        let row = frames.iter().find(|f| f.frame_index == d.frame_index).unwrap();
+        let n = boxlayer::geometry::pose::isometry_from_row_major(&row.normalized_from_sensor.unwrap(), 1e-9).unwrap();
+        let sensor = boxlayer::geometry::Box3::from_array(d.box_sensor);
+        let level = sensor.transformed(&n);
+        let bound = 1.5f64.to_radians();
+        assert!(level.pitch.abs() < bound && level.roll.abs() < bound, "{level:?}");
+        let tilt = angle_between(&(sensor.rotation() * Vector3::z()), &Vector3::z()).to_degrees();
+        assert!((30.0..50.0).contains(&tilt), "tilted {tilt}° from the sensor's z");
+    }
+    check_shards(std::slice::from_ref(&dir));
+}

@@ -4,6 +4,7 @@
 
 use nalgebra::{Isometry3, Matrix3, Point3, Rotation3, Translation3, Unit, UnitQuaternion, Vector3};
 
+use crate::cloud::PointCloud;
 use crate::geometry::Box3;
 
 /// `normalized_from_sensor` for an up direction in the sensor frame and a z offset (m): rows of
@@ -53,24 +54,14 @@ impl Normalization {
         b.transformed(&self.normalized_from_sensor.inverse())
     }
 
-    /// Sensor-frame point columns in the normalized frame, in place.
-    pub fn cloud_to_normalized(&self, x: &mut [f32], y: &mut [f32], z: &mut [f32]) {
-        map_columns(&self.normalized_from_sensor, x, y, z);
+    /// A sensor-frame cloud in the normalized frame, in place.
+    pub fn cloud_to_normalized(&self, cloud: &mut PointCloud) {
+        cloud.transform(&self.normalized_from_sensor);
     }
 
-    /// Normalized-frame point columns back in the sensor frame, in place.
-    pub fn cloud_to_sensor(&self, x: &mut [f32], y: &mut [f32], z: &mut [f32]) {
-        map_columns(&self.normalized_from_sensor.inverse(), x, y, z);
-    }
-}
-
-fn map_columns(t: &Isometry3<f64>, x: &mut [f32], y: &mut [f32], z: &mut [f32]) {
-    let m = t.to_homogeneous();
-    for ((a, b), c) in x.iter_mut().zip(y.iter_mut()).zip(z.iter_mut()) {
-        let (px, py, pz) = (f64::from(*a), f64::from(*b), f64::from(*c));
-        *a = (m[(0, 0)] * px + m[(0, 1)] * py + m[(0, 2)] * pz + m[(0, 3)]) as f32;
-        *b = (m[(1, 0)] * px + m[(1, 1)] * py + m[(1, 2)] * pz + m[(1, 3)]) as f32;
-        *c = (m[(2, 0)] * px + m[(2, 1)] * py + m[(2, 2)] * pz + m[(2, 3)]) as f32;
+    /// A normalized-frame cloud back in the sensor frame, in place.
+    pub fn cloud_to_sensor(&self, cloud: &mut PointCloud) {
+        cloud.transform(&self.normalized_from_sensor.inverse());
     }
 }
 
@@ -116,12 +107,13 @@ mod tests {
             let d = if k >= 6 { wrap_angle(u - v).abs() } else { (u - v).abs() };
             assert!(d < 1e-9, "dof {k}: {u} vs {v}");
         }
-        let (mut x, mut y, mut z) = (vec![p.x as f32], vec![p.y as f32], vec![p.z as f32]);
-        t.cloud_to_normalized(&mut x, &mut y, &mut z);
+        let mut cloud =
+            PointCloud::from_columns(vec![p.x as f32], vec![p.y as f32], vec![p.z as f32], vec![0.0]).unwrap();
+        t.cloud_to_normalized(&mut cloud);
         let q = t.point_to_normalized(&p);
-        assert!((f64::from(x[0]) - q.x).abs() < 1e-5 && (f64::from(z[0]) - q.z).abs() < 1e-5);
-        t.cloud_to_sensor(&mut x, &mut y, &mut z);
-        assert!((f64::from(y[0]) - p.y).abs() < 1e-5);
+        assert!((f64::from(cloud.x()[0]) - q.x).abs() < 1e-5 && (f64::from(cloud.z()[0]) - q.z).abs() < 1e-5);
+        t.cloud_to_sensor(&mut cloud);
+        assert!((f64::from(cloud.y()[0]) - p.y).abs() < 1e-5);
     }
 
     #[test]

@@ -25,7 +25,7 @@ use crate::detect::Detector;
 use crate::frame::{CameraCalibration, GroundTruthBox, ObjectClass, Platform};
 use crate::fuse::Fuser;
 use crate::geometry::{Box3, count_points_in_box};
-use crate::normalize::{FrameInputs, Profile, normalize_sequence};
+use crate::normalize::{DetectorFrame, FrameInputs, Normalization, Profile, normalize_sequence};
 use crate::shards::{
     BoxRow, CameraFootprint, DetectionRow, FrameError, FrameRow, PointsFrame, PointsWriter, StageTimes, TrackRow,
 };
@@ -131,15 +131,31 @@ fn first_pass_frame(
     let read = started.elapsed();
     let started = Instant::now();
     let inputs = profile.map(|p| FrameInputs::from_frame(&frame, p));
+    // Detectors that want gravity-aligned points get them with this frame's own estimate (the
+    // sequence's is not known yet); their boxes are fused there and brought back to the sensor.
+    let detector_frame = match (profile, &inputs, detections) {
+        (Some(p), Some(i), DetectionsFrom::Detectors(_)) if p.detector.input_frame == DetectorFrame::Normalized => {
+            Some(Normalization {
+                normalized_from_sensor: normalize_sequence(std::slice::from_ref(i), p)[0].normalized_from_sensor,
+            })
+        }
+        _ => None,
+    };
     let normalize = started.elapsed();
     let frame_index = frame.index as i64;
     let started = Instant::now();
     let mut onnx = Duration::ZERO;
+    let detected_cloud = detector_frame.map(|n| {
+        let mut c = frame.cloud.clone();
+        n.cloud_to_normalized(&mut c);
+        c
+    });
     let raw: Vec<Detection> = match detections {
         DetectionsFrom::Detectors(detectors) => {
             let mut all = Vec::new();
             for d in detectors.iter() {
-                let (boxes, timings) = d.detect_timed(&frame.cloud).map_err(|source| PipelineError::Detect {
+                let cloud = detected_cloud.as_ref().unwrap_or(&frame.cloud);
+                let (boxes, timings) = d.detect_timed(cloud).map_err(|source| PipelineError::Detect {
                     sequence: frame.sequence.clone(),
                     frame: frame_index,
                     source: Box::new(source),
@@ -170,11 +186,20 @@ fn first_pass_frame(
         })
         .cloned()
         .collect();
-    let fused = fuser.fuse(&usable).map_err(|source| PipelineError::Fuse {
+    let mut fused = fuser.fuse(&usable).map_err(|source| PipelineError::Fuse {
         sequence: frame.sequence.clone(),
         frame: frame_index,
         source,
     })?;
+    let mut raw = raw;
+    if let Some(n) = &detector_frame {
+        for d in &mut raw {
+            d.box3 = n.box_to_sensor(&d.box3);
+        }
+        for f in &mut fused {
+            f.box3 = n.box_to_sensor(&f.box3);
+        }
+    }
     let fuse = started.elapsed();
     let cameras: Vec<(String, CameraCalibration)> = frame
         .cameras
