@@ -26,7 +26,8 @@ Checks per sequence folder:
     frames with every point kept, `num_points_inside` recomputed with numpy (>= 99 % exact, all
     within 2 points);
   * geometry: box_world centre == world_from_sensor · box_sensor centre (1e-6 m), same l/w/h;
-    box_normalized likewise where normalized_from_sensor is set; bev_range_m and
+    box_normalized likewise where normalized_from_sensor is set (centre, size and rotation);
+    aabb_normalized the corner bounds of box_normalized; bev_range_m and
     relative_pitch_rad from the box_sensor centre.
 
 Prints one line per failure and `check_shards: N passed, M failed` (sequence folders); exit 1 on any.
@@ -713,6 +714,24 @@ def _check_sequence(rep, seq_dir, doc, quiet):
                 dd = float(np.max(np.abs(other[i, 3:6] - bs[i, 3:6])))
                 if dd > 1e-9 * max(1.0, float(np.max(bs[i, 3:6]))):
                     rep.fail("boxes.parquet", f"{name}[row {i}]", f"l,w,h {other[i, 3:6].tolist()} != box_sensor's {bs[i, 3:6].tolist()}")
+                # Orientation: matrix · R(box_sensor) = R(other), all three angles.
+                dr = float(np.max(np.abs(mats[j][:3, :3] @ rot(*bs[i, 6:9]) - rot(*other[i, 6:9]))))
+                if dr > 1e-6:
+                    rep.fail("boxes.parquet", f"{name}[row {i}]", f"rotation off the matrix · box_sensor rotation by {dr:.3g}")
+        an = fsl_np(boxes, "aabb_normalized", 6)
+        if an is not None and bn is not None:
+            signs = np.array([[sx, sy, sz] for sx in (-1, 1) for sy in (-1, 1) for sz in (-1, 1)], dtype=float)
+            for i in range(boxes.num_rows):
+                if np.isnan(bn[i]).any() != np.isnan(an[i]).any():
+                    rep.fail("boxes.parquet", f"aabb_normalized[row {i}]", "null exactly when box_normalized is not")
+                    continue
+                if np.isnan(bn[i]).any():
+                    continue
+                corners = (signs * (bn[i, 3:6] / 2.0)) @ rot(*bn[i, 6:9]).T + bn[i, :3]
+                want = np.concatenate([corners.min(axis=0), corners.max(axis=0)])
+                d = float(np.max(np.abs(want - an[i])))
+                if d > 1e-6:
+                    rep.fail("boxes.parquet", f"aabb_normalized[row {i}]", f"{an[i].tolist()}, the corners of box_normalized span {want.tolist()}")
         if has(boxes, "bev_range_m", "relative_pitch_rad"):
             rho = np.hypot(bs[:, 0], bs[:, 1])
             pit = np.arctan2(bs[:, 2], rho)

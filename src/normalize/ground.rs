@@ -110,8 +110,8 @@ pub fn fit_ground(
     for i in 0..n {
         let v = Vector3::new(f64::from(x[i]), f64::from(y[i]), f64::from(z[i]));
         let h = p.dot(&v);
-        if !(h < -params.min_depth_m) {
-            continue; // also drops NaN
+        if h.is_nan() || h >= -params.min_depth_m {
+            continue;
         }
         let (a, b) = (e1.dot(&v), e2.dot(&v));
         if a * a + b * b > r2 {
