@@ -45,7 +45,16 @@ fn help_lists_the_working_commands() {
     assert_eq!(
         sorted,
         [
-            "bench", "demo", "detect", "eval", "fuse", "inspect", "run", "simulate", "track"
+            "bench",
+            "demo",
+            "detect",
+            "eval",
+            "fuse",
+            "inspect",
+            "normalize",
+            "run",
+            "simulate",
+            "track"
         ],
         "{text}"
     );

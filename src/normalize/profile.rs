@@ -433,6 +433,20 @@ mod tests {
             assert_eq!(p.sha256.len(), 64);
         }
         assert!(matches!(Profile::load("boat"), Err(ProfileError::Unknown(_))));
+        // Every file under pipelines/platforms/ loads by path too, and is a shipped one.
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("pipelines/platforms");
+        let mut files = 0;
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            let p = Profile::load(&path.to_string_lossy()).unwrap_or_else(|e| panic!("{e}"));
+            assert!(
+                Profile::builtin_names().any(|n| n == p.profile.name),
+                "{}",
+                path.display()
+            );
+            files += 1;
+        }
+        assert_eq!(files, BUILTIN.len());
     }
 
     #[test]

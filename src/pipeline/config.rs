@@ -149,7 +149,7 @@ pub struct StagesConfig {
     /// box is a one-frame track.
     pub track: bool,
     /// Gravity alignment and altitude offset (`normalize`, with `[normalize]`'s profile);
-    /// default false: the normalized columns stay null.
+    /// default true. Off: the normalized columns stay null.
     pub normalize: bool,
     /// RGB class check (`camera`); default false: not built yet (its own issue), so `true` is
     /// refused. The projection of every box into every camera runs regardless.
@@ -160,7 +160,7 @@ impl Default for StagesConfig {
     fn default() -> Self {
         Self {
             track: true,
-            normalize: false,
+            normalize: true,
             camera_check: false,
         }
     }
@@ -590,6 +590,37 @@ mod tests {
             PipelineConfig::load(&path),
             Err(ConfigError::ExtendsDepth { .. })
         ));
+    }
+
+    #[test]
+    fn an_unknown_normalization_profile_is_refused_naming_the_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.toml");
+        std::fs::write(
+            &path,
+            "origin = \"labels\"\n[stages]\nnormalize = true\n[normalize]\nprofile = \"boat\"\n",
+        )
+        .unwrap();
+        let e = PipelineConfig::load(&path).unwrap_err().to_string();
+        assert!(e.contains("`normalize.profile`") && e.contains("boat"), "{e}");
+        // `auto` resolves by the log; `other` has no default.
+        std::fs::write(&path, "origin = \"labels\"\n").unwrap();
+        let c = PipelineConfig::load(&path).unwrap().config;
+        let p = |platform, kind| {
+            c.normalization_profile(&path, platform, kind)
+                .map(|p| p.map(|p| p.profile.name))
+        };
+        assert_eq!(
+            p(Platform::Vehicle, "waymo-v1").unwrap().as_deref(),
+            Some("waymo_vehicle")
+        );
+        assert_eq!(
+            p(Platform::Vehicle, "kitti-bin").unwrap().as_deref(),
+            Some("kitti_vehicle")
+        );
+        assert_eq!(p(Platform::Drone, "m3ed").unwrap().as_deref(), Some("m3ed_drone"));
+        assert!(p(Platform::Other, "kitti-bin").is_ok());
+        assert!(p(Platform::Other, "m3ed").unwrap_err().to_string().contains("`other`"));
     }
 
     /// Every shipped pipeline config loads and validates (`pipelines/*.toml`).
