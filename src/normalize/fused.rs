@@ -459,6 +459,44 @@ pub const EXTRAPOLATED_HEIGHT: &str = "ground under the sensor not seen: height 
 /// Fewest ground samples under the sensor for a height from them.
 const MIN_SAMPLES_UNDER: usize = 3;
 
+/// Ground samples nearest the point under the sensor that the local plane is fitted to.
+const LOCAL_SAMPLES: usize = 12;
+
+/// The sensor's height above the ground under it from a plane fitted to the sweep's ground samples
+/// nearest the point under the sensor (rather than the whole sweep's plane): height = a of
+/// `h = a + b·s + c·t` over those samples' horizontal coordinates `(s, t)` along `up`. `None`
+/// when too few samples or a degenerate spread.
+fn local_height(fit: &GroundFit, up: &Unit<Vector3<f64>>) -> Option<f64> {
+    let u = up.into_inner();
+    let helper = if u.x.abs() < 0.9 { Vector3::x() } else { Vector3::y() };
+    let e1 = u.cross(&helper).normalize();
+    let e2 = u.cross(&e1);
+    let mut near: Vec<(f64, f64, f64, f64)> = fit
+        .samples
+        .iter()
+        .map(|q| {
+            let v = Vector3::new(f64::from(q[0]), f64::from(q[1]), f64::from(q[2]));
+            let (s, t) = (e1.dot(&v), e2.dot(&v));
+            (s * s + t * t, s, t, -u.dot(&v))
+        })
+        .collect();
+    if near.len() < LOCAL_SAMPLES {
+        return None;
+    }
+    near.sort_by(|a, b| a.0.total_cmp(&b.0));
+    near.truncate(LOCAL_SAMPLES);
+    // Least squares for (a, b, c): the normal equations of [1 s t] · x = h.
+    let mut ata = nalgebra::Matrix3::zeros();
+    let mut atb = Vector3::zeros();
+    for &(_, s, t, h) in &near {
+        let row = Vector3::new(1.0, s, t);
+        ata += row * row.transpose();
+        atb += row * h;
+    }
+    let x = ata.try_inverse()? * atb;
+    x[0].is_finite().then_some(x[0])
+}
+
 /// The sensor's height above the ground along each frame's up: with a pose, the median height
 /// over the ground samples of the segment's frames within the smoothing window that lie within
 /// 3 m of the point under the sensor (a drone flies over ground it saw ahead of it); else the
@@ -476,7 +514,7 @@ fn sensor_heights(
         .map(|(f, (u, _))| {
             let fit = f.ground.as_ref()?;
             let along = fit.up.up.dot(&u.up);
-            (along > 0.5).then(|| fit.height_m / along)
+            (along > 0.5).then(|| local_height(fit, &u.up).unwrap_or(fit.height_m / along))
         })
         .collect();
     if !matches!(profile.altitude, AltitudeRule::Ground { .. }) {
@@ -706,6 +744,31 @@ mod tests {
         assert_eq!(none[0].up.method, GravityMethod::Mounting);
         assert!(none[0].confidence < 0.05);
         assert!(none[0].notes.iter().any(|m| m.contains("mounting")));
+    }
+
+    #[test]
+    fn the_local_plane_extrapolates_a_sloping_ground_to_the_point_under_the_sensor() {
+        // Ground seen only 8–30 m ahead, rising 5 cm per metre away from the sensor, which is
+        // 20 m above the ground under it: the nearest samples' plane puts it there exactly.
+        let samples: Vec<[f32; 3]> = (0..12)
+            .flat_map(|i| (-3..=3).map(move |j| (8.0 + 2.0 * i as f64, 4.0 * j as f64)))
+            .map(|(x, y)| [x as f32, y as f32, (-20.0 + 0.05 * x) as f32])
+            .collect();
+        let fit = GroundFit {
+            up: UpEstimate::new(Vector3::z_axis(), 0.01, GravityMethod::Ground),
+            height_m: 19.0,
+            inliers: samples.len(),
+            candidates: samples.len(),
+            rms_m: 0.0,
+            samples,
+        };
+        let h = super::local_height(&fit, &Vector3::z_axis()).unwrap();
+        assert!((h - 20.0).abs() < 1e-4, "{h}");
+        let few = GroundFit {
+            samples: fit.samples[..5].to_vec(),
+            ..fit
+        };
+        assert!(super::local_height(&few, &Vector3::z_axis()).is_none());
     }
 
     #[test]

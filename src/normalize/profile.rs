@@ -431,6 +431,9 @@ mod tests {
             assert_eq!(p.profile.name, name);
             assert_eq!(p.origin, format!("builtin:{name}"));
             assert_eq!(p.sha256.len(), 64);
+            // What the manifest records reads back as the same profile.
+            let text = toml::to_string(&p.profile).unwrap();
+            assert_eq!(toml::from_str::<Profile>(&text).unwrap(), p.profile, "{text}");
         }
         assert!(matches!(Profile::load("boat"), Err(ProfileError::Unknown(_))));
         // Every file under pipelines/platforms/ loads by path too, and is a shipped one.

@@ -14,7 +14,7 @@ use crate::cloud::PointCloud;
 use crate::frame::Frame;
 use crate::geometry::pose::{isometry_from_row_major, row_major_from_isometry};
 use crate::geometry::{Box3, aabb};
-use crate::normalize::{FrameInputs, LoadedProfile, normalize_sequence};
+use crate::normalize::{FrameInputs, FrameNormalization, LoadedProfile, normalize_sequence};
 use crate::shards::{
     BoxRow, FrameRow, NormalizationRecord, RunManifest, SUCCESS_FILE, SequenceWriter, ShardError, ShardOptions,
     read_box_rows, read_frame_rows, read_points_frame, staging_dir,
@@ -91,13 +91,8 @@ pub fn renormalize(
     let normalized = normalize_sequence(&inputs, &profile.profile);
     let mut by_frame = HashMap::new();
     for (row, n) in frames.iter_mut().zip(normalized) {
-        row.normalized_from_sensor = Some(row_major_from_isometry(&n.normalized_from_sensor));
-        row.gravity_method = Some(n.up.method.as_str().to_string());
-        row.gravity_inputs = n.inputs.iter().map(|m| m.as_str().to_string()).collect();
-        row.gravity_confidence = Some(n.confidence);
-        row.sensor_height_m = n.sensor_height_m;
-        row.normalization_notes = n.notes;
         by_frame.insert(row.frame_index, n.normalized_from_sensor);
+        set_frame_normalization(row, n);
     }
     for b in &mut boxes {
         renormalize_box(b, by_frame.get(&b.frame_index));
@@ -106,6 +101,7 @@ pub fn renormalize(
         profile: profile.profile.name.clone(),
         origin: profile.origin.clone(),
         sha256: profile.sha256.clone(),
+        // A loaded profile always writes back (its unit test reads every shipped one back).
         profile_toml: toml::to_string(&profile.profile).unwrap_or_default(),
     });
     replace_folder(dir, &manifest, &frames, &boxes)?;
@@ -187,6 +183,16 @@ fn stored_frame(dir: &Path, row: &FrameRow, manifest: &RunManifest) -> Result<Fr
         cameras: Vec::new(),
         ground_truth: Vec::new(),
     })
+}
+
+/// A frame row's normalization columns from its normalization.
+pub(super) fn set_frame_normalization(row: &mut FrameRow, n: FrameNormalization) {
+    row.normalized_from_sensor = Some(row_major_from_isometry(&n.normalized_from_sensor));
+    row.gravity_method = Some(n.up.method.as_str().to_string());
+    row.gravity_inputs = n.inputs.iter().map(|m| m.as_str().to_string()).collect();
+    row.gravity_confidence = Some(n.confidence);
+    row.sensor_height_m = n.sensor_height_m;
+    row.normalization_notes = n.notes;
 }
 
 /// `box_normalized` and `aabb_normalized` from the box's sensor-frame values; null without a

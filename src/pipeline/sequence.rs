@@ -459,15 +459,21 @@ pub fn run_sequence(job: &SequenceJob, points: Option<&mut PointsWriter>) -> Res
     // ---- normalization over the sequence ---------------------------------------------------
     if let Some(profile) = job.normalize {
         let started = Instant::now();
-        let inputs: Vec<FrameInputs> = contexts.iter_mut().filter_map(|c| c.inputs.take()).collect();
+        // Pass 1 gave every frame its inputs; one without would only mean a frame without any.
+        let inputs: Vec<FrameInputs> = contexts
+            .iter_mut()
+            .map(|c| {
+                c.inputs.take().unwrap_or_else(|| FrameInputs {
+                    timestamp_micros: c.row.timestamp_us,
+                    world_from_sensor: None,
+                    imu: None,
+                    ground: None,
+                    notes: vec!["no normalization inputs".into()],
+                })
+            })
+            .collect();
         for (ctx, n) in contexts.iter_mut().zip(normalize_sequence(&inputs, profile)) {
-            let row = &mut ctx.row;
-            row.normalized_from_sensor = Some(row_major(&n.normalized_from_sensor));
-            row.gravity_method = Some(n.up.method.as_str().to_string());
-            row.gravity_inputs = n.inputs.iter().map(|m| m.as_str().to_string()).collect();
-            row.gravity_confidence = Some(n.confidence);
-            row.sensor_height_m = n.sensor_height_m;
-            row.normalization_notes = n.notes;
+            super::renormalize::set_frame_normalization(&mut ctx.row, n);
         }
         times.normalize_cpu_s += started.elapsed().as_secs_f64();
     }
