@@ -477,13 +477,14 @@ fn normalize_reprofiles_a_finished_folder_and_with_the_log_reproduces_the_run() 
 }
 
 #[test]
-fn detectors_see_gravity_aligned_points_when_the_profile_asks_and_their_boxes_come_back_to_the_sensor() {
+fn detectors_see_gravity_aligned_points_when_the_profile_asks_and_its_class_sizes_judge_the_boxes() {
     let tmp = tempfile::tempdir().unwrap();
     let log = simulate_log(Platform::Drone, 4, 43, &tmp.path().join("log")).unwrap();
     let profile = std::fs::read_to_string(repo("pipelines/platforms/m3ed_drone.toml")).unwrap();
     std::fs::write(
         tmp.path().join("drone.toml"),
-        format!("{profile}\n[detector]\ninput_frame = \"normalized\"\n"),
+        // Vehicles ten times a car's size: every real car is a size outlier on this platform.
+        format!("{profile}\n[detector]\ninput_frame = \"normalized\"\n\n[class_sizes]\nvehicle = [45.0, 19.0, 16.0]\n"),
     )
     .unwrap();
     std::fs::write(
@@ -518,5 +519,12 @@ fn detectors_see_gravity_aligned_points_when_the_profile_asks_and_their_boxes_co
         let tilt = angle_between(&(sensor.rotation() * Vector3::z()), &Vector3::z()).to_degrees();
         assert!((30.0..50.0).contains(&tilt), "tilted {tilt}° from the sensor's z");
     }
+    let vehicles: Vec<_> = read_box_rows(&dir.join("boxes.parquet"))
+        .unwrap()
+        .into_iter()
+        .filter(|b| b.class == "vehicle")
+        .collect();
+    assert!(!vehicles.is_empty());
+    assert!(vehicles.iter().all(|b| b.flags.iter().any(|f| f == "size_outlier")));
     check_shards(std::slice::from_ref(&dir));
 }

@@ -13,7 +13,7 @@ use super::altitude::AltitudeRule;
 use super::gravity::GravityMethod;
 use super::ground::GroundParams;
 use super::imu::ImuParams;
-use crate::frame::Platform;
+use crate::frame::{ObjectClass, Platform};
 
 /// The profiles shipped with boxlayer: `(name, TOML)`.
 const BUILTIN: [(&str, &str); 6] = [
@@ -260,6 +260,40 @@ pub struct DetectorSettings {
     pub input_frame: DetectorFrame,
 }
 
+/// Typical `(l, w, h)` per class (m): the reference of the `size_outlier` review flag.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ClassSizes {
+    /// A vehicle's.
+    pub vehicle: [f64; 3],
+    /// A pedestrian's.
+    pub pedestrian: [f64; 3],
+    /// A cyclist's.
+    pub cyclist: [f64; 3],
+}
+
+impl Default for ClassSizes {
+    fn default() -> Self {
+        ClassSizes {
+            vehicle: [4.5, 1.9, 1.6],
+            pedestrian: [0.8, 0.8, 1.75],
+            cyclist: [1.8, 0.7, 1.7],
+        }
+    }
+}
+
+impl ClassSizes {
+    /// The typical size of `class`; `None` for `unknown`.
+    pub fn of(&self, class: ObjectClass) -> Option<[f64; 3]> {
+        match class {
+            ObjectClass::Vehicle => Some(self.vehicle),
+            ObjectClass::Pedestrian => Some(self.pedestrian),
+            ObjectClass::Cyclist => Some(self.cyclist),
+            ObjectClass::Unknown => None,
+        }
+    }
+}
+
 /// A platform profile.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -282,6 +316,9 @@ pub struct Profile {
     /// Detector input frame.
     #[serde(default)]
     pub detector: DetectorSettings,
+    /// Class size priors (the review's `size_outlier` reference on this platform).
+    #[serde(default)]
+    pub class_sizes: ClassSizes,
 }
 
 /// A loaded profile with where it came from and the hash of its text.
@@ -386,6 +423,18 @@ impl Profile {
                 within("altitude.sensor_height_m", sensor_height_m, 0.0, 100.0)?
             }
         }
+        for (class, size) in [
+            ("vehicle", self.class_sizes.vehicle),
+            ("pedestrian", self.class_sizes.pedestrian),
+            ("cyclist", self.class_sizes.cyclist),
+        ] {
+            if !size.iter().all(|v| v.is_finite() && (0.05..=50.0).contains(v)) {
+                return bad(
+                    &format!("class_sizes.{class}"),
+                    format!("{size:?}: each of l, w, h must be within 0.05 ..= 50 m"),
+                );
+            }
+        }
         let needs_pose = matches!(g.method, GravityMethod::Pose | GravityMethod::Pose3eed);
         if needs_pose && g.pose == PoseFrame::None {
             return bad(
@@ -464,6 +513,12 @@ mod tests {
         assert!(e.to_string().contains("magic"), "{e}");
         let e = Profile::parse(&base.replace("method = \"fused\"", "method = \"pose\""), path).unwrap_err();
         assert!(e.to_string().contains("`gravity.method`"), "{e}");
+        let e = Profile::parse(&format!("{base}\n[class_sizes]\nvehicle = [4.5, -1.0, 1.6]\n"), path).unwrap_err();
+        assert!(e.to_string().contains("`class_sizes.vehicle`"), "{e}");
+        let p = Profile::parse(&format!("{base}\n[class_sizes]\npedestrian = [0.6, 0.6, 1.2]\n"), path).unwrap();
+        assert_eq!(p.profile.class_sizes.of(ObjectClass::Pedestrian), Some([0.6, 0.6, 1.2]));
+        assert_eq!(p.profile.class_sizes.of(ObjectClass::Vehicle), Some([4.5, 1.9, 1.6]));
+        assert_eq!(p.profile.class_sizes.of(ObjectClass::Unknown), None);
     }
 
     #[test]

@@ -25,7 +25,7 @@ use crate::detect::Detector;
 use crate::frame::{CameraCalibration, GroundTruthBox, ObjectClass, Platform};
 use crate::fuse::Fuser;
 use crate::geometry::{Box3, count_points_in_box};
-use crate::normalize::{DetectorFrame, FrameInputs, Normalization, Profile, normalize_sequence};
+use crate::normalize::{ClassSizes, DetectorFrame, FrameInputs, Normalization, Profile, normalize_sequence};
 use crate::shards::{
     BoxRow, CameraFootprint, DetectionRow, FrameError, FrameRow, PointsFrame, PointsWriter, StageTimes, TrackRow,
 };
@@ -495,10 +495,14 @@ pub fn run_sequence(job: &SequenceJob, points: Option<&mut PointsWriter>) -> Res
     );
 
     // ---- pass 3: box rows ----------------------------------------------------------------
+    let review = Review {
+        config: &config.review,
+        sizes: job.normalize.map(|p| p.class_sizes).unwrap_or_default(),
+    };
     let pass_started = Instant::now();
     let (boxes, tracks) = match config.origin {
-        LayerOrigin::Detect => detected_rows(&contexts, &layer.fused, &consolidation, &scratch, &config.review),
-        LayerOrigin::Labels => label_rows(&contexts, &layer.labels, &scratch, &config.review),
+        LayerOrigin::Detect => detected_rows(&contexts, &layer.fused, &consolidation, &scratch, &review),
+        LayerOrigin::Labels => label_rows(&contexts, &layer.labels, &scratch, &review),
     };
     let boxes = normalized_boxes(&contexts, boxes);
     let per_frame = boxes_per_frame(&contexts, &boxes);
@@ -684,7 +688,7 @@ fn detected_rows(
     fused: &[Vec<FusedBox>],
     consolidation: &Consolidation,
     points: &ScratchPoints,
-    review: &ReviewConfig,
+    review: &Review,
 ) -> (Vec<BoxRow>, Vec<TrackRow>) {
     let mut by_track: BTreeMap<u32, Vec<&TrackedBox>> = BTreeMap::new();
     for b in &consolidation.boxes {
@@ -754,7 +758,7 @@ fn label_rows(
     contexts: &[FrameContext],
     labels: &[Vec<GroundTruthBox>],
     points: &ScratchPoints,
-    review: &ReviewConfig,
+    review: &Review,
 ) -> (Vec<BoxRow>, Vec<TrackRow>) {
     let mut ids: BTreeMap<String, i64> = BTreeMap::new();
     let mut order: Vec<String> = Vec::new();
@@ -850,14 +854,10 @@ fn label_rows(
 /// Speed above which a labelled object counts as moving (m/s).
 const MOVING_SPEED_MPS: f64 = 0.5;
 
-/// Typical `(l, w, h)` of a class (m), the reference of the `size_outlier` flag.
-fn typical_size(class: ObjectClass) -> Option<[f64; 3]> {
-    match class {
-        ObjectClass::Vehicle => Some([4.5, 1.9, 1.6]),
-        ObjectClass::Pedestrian => Some([0.8, 0.8, 1.75]),
-        ObjectClass::Cyclist => Some([1.8, 0.7, 1.7]),
-        ObjectClass::Unknown => None,
-    }
+/// What the review flags are judged by: the config's thresholds and the profile's class sizes.
+struct Review<'a> {
+    config: &'a ReviewConfig,
+    sizes: ClassSizes,
 }
 
 /// Pass 3: measures every planned box on its frame's points and cameras (frames in parallel,
@@ -866,7 +866,7 @@ fn describe_all(
     contexts: &[FrameContext],
     planned: Vec<PlannedRow>,
     points: &ScratchPoints,
-    review: &ReviewConfig,
+    review: &Review,
 ) -> Vec<BoxRow> {
     let mut by_frame: Vec<Vec<PlannedRow>> = (0..contexts.len()).map(|_| Vec::new()).collect();
     for p in planned {
@@ -893,7 +893,8 @@ fn describe_all(
     rows
 }
 
-fn describe_box(ctx: &FrameContext, cloud: Option<&PointCloud>, p: PlannedRow, review: &ReviewConfig) -> BoxRow {
+fn describe_box(ctx: &FrameContext, cloud: Option<&PointCloud>, p: PlannedRow, review: &Review) -> BoxRow {
+    let (sizes, review) = (&review.sizes, review.config);
     let b = p.box_sensor;
     let num_points_inside = cloud.map_or(0, |c| count_points_in_box(c, &b)) as i64;
     let bev_range_m = b.x.hypot(b.y);
@@ -918,7 +919,7 @@ fn describe_box(ctx: &FrameContext, cloud: Option<&PointCloud>, p: PlannedRow, r
     if p.score < review.min_score {
         flags.push("low_score".to_string());
     }
-    if let Some(t) = typical_size(p.class) {
+    if let Some(t) = sizes.of(p.class) {
         let off = [b.l, b.w, b.h]
             .iter()
             .zip(t)
