@@ -453,8 +453,9 @@ fn fill_missing(
 /// Radius around the point under the sensor within which ground samples give its height (m).
 const UNDER_SENSOR_RADIUS_M: f64 = 3.0;
 
-/// The note of a frame whose height comes from its plane, not from ground seen under it.
-pub const EXTRAPOLATED_HEIGHT: &str = "ground under the sensor not seen: height from the sweep's plane";
+/// The note of a frame whose height is extrapolated from its own sweep's ground, not seen under it.
+pub const EXTRAPOLATED_HEIGHT: &str =
+    "ground under the sensor not seen: height extrapolated from the sweep's nearest ground";
 
 /// Fewest ground samples under the sensor for a height from them.
 const MIN_SAMPLES_UNDER: usize = 3;
