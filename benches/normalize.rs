@@ -34,6 +34,7 @@ fn frame(sim: &Simulator, index: usize) -> Frame {
         imu: sweep.imu.clone(),
         cameras: Vec::new(),
         ground_truth: Vec::new(),
+        notes: Vec::new(),
     }
 }
 

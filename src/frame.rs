@@ -334,6 +334,9 @@ pub struct Frame {
     pub cameras: Vec<CameraView>,
     /// Ground-truth boxes, where the source has them.
     pub ground_truth: Vec<GroundTruthBox>,
+    /// What the reader noticed about this frame and went on (`12 points with a non-finite x, y
+    /// or z dropped`), one line each; empty for a clean frame.
+    pub notes: Vec<String>,
 }
 
 #[cfg(test)]

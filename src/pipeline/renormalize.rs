@@ -182,6 +182,7 @@ fn stored_frame(dir: &Path, row: &FrameRow, manifest: &RunManifest) -> Result<Fr
         imu: Vec::new(),
         cameras: Vec::new(),
         ground_truth: Vec::new(),
+        notes: Vec::new(),
     })
 }
 

@@ -144,6 +144,7 @@ impl Source for NoisySource<'_> {
             imu: Vec::new(),
             cameras: Vec::new(),
             ground_truth: f.truth.iter().map(ObjectTruth::to_ground_truth_box).collect(),
+            notes: Vec::new(),
         })
     }
 }

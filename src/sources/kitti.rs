@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use nalgebra::Isometry3;
 use serde::{Deserialize, Serialize};
 
+use super::layout::{Decoded, NonFinite, PointLayout};
 use super::{SequenceMeta, Source, SourceError};
 use crate::cloud::PointCloud;
 use crate::frame::{Frame, Platform};
@@ -23,9 +24,6 @@ const KITTI_FIELDS: [&str; 4] = ["x", "y", "z", "intensity"];
 
 /// The nuScenes `*.pcd.bin` layout: five little-endian float32 per point.
 const NUSCENES_FIELDS: [&str; 5] = ["x", "y", "z", "intensity", "ring"];
-
-/// Most float32 fields a point may have.
-const MAX_FIELDS: usize = 64;
 
 /// Time between frames given to a sequence of `.bin` files (µs): a 10 Hz LiDAR.
 pub const FRAME_PERIOD_MICROS: i64 = 100_000;
@@ -42,6 +40,8 @@ pub struct KittiConfig {
     /// present (else 0), other names skipped. Default empty: by file name, `*.pcd.bin` (nuScenes)
     /// `x, y, z, intensity, ring`, anything else KITTI's `x, y, z, intensity`.
     pub fields: Vec<String>,
+    /// What to do with a point whose x, y or z is not finite; default drop and count it.
+    pub non_finite: NonFinite,
 }
 
 impl Default for KittiConfig {
@@ -50,6 +50,7 @@ impl Default for KittiConfig {
             platform: Platform::Vehicle,
             max_file_bytes: 512 << 20,
             fields: Vec::new(),
+            non_finite: NonFinite::Drop,
         }
     }
 }
@@ -57,7 +58,7 @@ impl Default for KittiConfig {
 /// Reads a KITTI-style `.bin` sweep with the default options: little-endian float32
 /// `x, y, z, intensity` per point (`x, y, z, intensity, ring` for a `*.pcd.bin`).
 pub fn read_kitti_bin(path: &Path) -> Result<PointCloud, SourceError> {
-    read_bin(path, &KittiConfig::default())
+    read_bin(path, &KittiConfig::default()).map(|d| d.cloud)
 }
 
 /// The fields of `path`'s points under `config`.
@@ -73,28 +74,10 @@ fn layout(path: &Path, config: &KittiConfig) -> Vec<String> {
     fields.iter().map(|f| f.to_string()).collect()
 }
 
-fn read_bin(path: &Path, config: &KittiConfig) -> Result<PointCloud, SourceError> {
+fn read_bin(path: &Path, config: &KittiConfig) -> Result<Decoded, SourceError> {
     let fields = layout(path, config);
-    let position = |name: &str| fields.iter().position(|f| f == name);
-    let (Some(ix), Some(iy), Some(iz)) = (position("x"), position("y"), position("z")) else {
-        return Err(SourceError::corrupt(
-            path,
-            "layout",
-            format!("fields [{}] lack one of x, y, z (`kitti.fields`)", fields.join(", ")),
-        ));
-    };
-    if fields.len() > MAX_FIELDS {
-        return Err(SourceError::corrupt(
-            path,
-            "layout",
-            format!(
-                "{} fields is over the limit of {MAX_FIELDS} (`kitti.fields`)",
-                fields.len()
-            ),
-        ));
-    }
-    let intensity_at = position("intensity");
-    let point_bytes = 4 * fields.len();
+    let layout = PointLayout::packed_f32(&fields)
+        .map_err(|e| SourceError::corrupt(path, "layout", format!("{e} (`kitti.fields`)")))?;
     let max_file_bytes = config.max_file_bytes;
     let meta = std::fs::metadata(path).map_err(|e| SourceError::io(path, e))?;
     if !meta.is_file() {
@@ -111,35 +94,14 @@ fn read_bin(path: &Path, config: &KittiConfig) -> Result<PointCloud, SourceError
         ));
     }
     let bytes = std::fs::read(path).map_err(|e| SourceError::io(path, e))?;
-    if bytes.len() % point_bytes != 0 {
-        return Err(SourceError::corrupt(
+    layout.decode(&bytes, config.non_finite).map_err(|e| {
+        let location = e.offset.map_or("file".to_string(), |o| format!("byte {o}"));
+        SourceError::corrupt(
             path,
-            "file",
-            format!(
-                "{} bytes is not a whole number of {point_bytes}-byte points (float32 {}); \
-                 set `kitti.fields` if the file has another layout",
-                bytes.len(),
-                fields.join(", ")
-            ),
-        ));
-    }
-    let n = bytes.len() / point_bytes;
-    let value = |point: &[u8], k: usize| {
-        f32::from_le_bytes([point[4 * k], point[4 * k + 1], point[4 * k + 2], point[4 * k + 3]])
-    };
-    let (mut x, mut y, mut z, mut intensity) = (
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-    );
-    for point in bytes.chunks_exact(point_bytes) {
-        x.push(value(point, ix));
-        y.push(value(point, iy));
-        z.push(value(point, iz));
-        intensity.push(intensity_at.map_or(0.0, |k| value(point, k)));
-    }
-    PointCloud::from_columns(x, y, z, intensity).map_err(|e| SourceError::corrupt(path, "file", e.to_string()))
+            location,
+            format!("{}; set `kitti.fields` if the file has another layout", e.detail),
+        )
+    })
 }
 
 /// A sequence of KITTI-style `.bin` sweeps.
@@ -214,13 +176,14 @@ impl Source for KittiBinSource {
             index,
             len: self.files.len(),
         })?;
-        let cloud = read_bin(path, &self.config)?;
+        let decoded = read_bin(path, &self.config)?;
         Ok(Frame {
             sequence: self.meta.name.clone(),
             index,
             timestamp_micros: index as i64 * FRAME_PERIOD_MICROS,
             platform: self.meta.platform,
-            cloud,
+            notes: decoded.note().into_iter().collect(),
+            cloud: decoded.cloud,
             world_from_sensor: Isometry3::identity(),
             imu: Vec::new(),
             cameras: Vec::new(),
@@ -327,12 +290,14 @@ mod tests {
             fields: ["x", "y", "z", "intensity", "ring"].map(String::from).to_vec(),
             ..KittiConfig::default()
         };
-        assert_eq!(read_bin(&renamed, &config).unwrap().x(), b.x());
+        assert_eq!(read_bin(&renamed, &config).unwrap().cloud.x(), b.x());
         // 7 points of 5 floats (140 bytes) fit no 4-float layout: refused, naming the layout.
         std::fs::write(&renamed, &std::fs::read(&nuscenes).unwrap()[..140]).unwrap();
         let e = read_kitti_bin(&renamed).unwrap_err().to_string();
         assert!(
-            e.contains("140 bytes") && e.contains("x, y, z, intensity") && e.contains("kitti.fields"),
+            e.contains("byte 128: 140 bytes")
+                && e.contains("x f32, y f32, z f32, intensity f32")
+                && e.contains("kitti.fields"),
             "{e}"
         );
         let e = read_bin(
@@ -344,6 +309,35 @@ mod tests {
         )
         .unwrap_err()
         .to_string();
-        assert!(e.contains("lack one of x, y, z"), "{e}");
+        assert!(
+            e.contains("layout: no field `z` (fields: x, y) (`kitti.fields`)"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn non_finite_points_are_dropped_into_the_frame_notes_or_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        write_bin(
+            &dir.path().join("000000.bin"),
+            &[[1.0, 2.0, 3.0, 0.5], [f32::NAN, 0.0, 0.0, 0.0], [4.0, 5.0, 6.0, 0.5]],
+        );
+        let source = KittiBinSource::open(dir.path(), KittiConfig::default()).unwrap();
+        let frame = source.frame(0).unwrap();
+        assert_eq!(frame.cloud.x(), &[1.0, 4.0]);
+        assert_eq!(frame.notes, ["1 point with a non-finite x, y or z dropped"]);
+        let strict = KittiConfig {
+            non_finite: NonFinite::Fail,
+            ..KittiConfig::default()
+        };
+        let e = KittiBinSource::open(dir.path(), strict)
+            .unwrap()
+            .frame(0)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("000000.bin: byte 16: point 1 has a non-finite coordinate"),
+            "{e}"
+        );
     }
 }

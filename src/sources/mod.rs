@@ -3,6 +3,7 @@
 
 mod kind;
 pub mod kitti;
+pub mod layout;
 pub mod m3ed;
 
 use std::path::{Path, PathBuf};

@@ -641,6 +641,7 @@ impl M3edSource {
             imu,
             cameras,
             ground_truth: Vec::new(),
+            notes: Vec::new(),
         };
         Ok((frame, report))
     }

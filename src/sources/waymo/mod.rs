@@ -223,7 +223,9 @@ pub fn frame_from_proto(p: proto::Frame, sequence: &str, index: usize, config: &
     // here, where the frame is known (issue 18: NaN on 20 % of points passed silently).
     let finite: Vec<bool> = cloud.intensity().iter().map(|v| v.is_finite()).collect();
     let dropped = finite.iter().filter(|f| !**f).count();
+    let mut notes = Vec::new();
     if dropped > 0 {
+        notes.push(format!("{dropped} points with a non-finite intensity dropped"));
         tracing::warn!(
             "{sequence}: frame {index}: dropped {dropped} of {} points with a non-finite intensity",
             cloud.len()
@@ -244,6 +246,7 @@ pub fn frame_from_proto(p: proto::Frame, sequence: &str, index: usize, config: &
                 OnCorrupt::Fail => return Err(detail),
                 OnCorrupt::Skip => {
                     tracing::warn!("{sequence}: frame {index}: {detail}; label skipped");
+                    notes.push(format!("label skipped: {detail}"));
                 }
             },
         }
@@ -258,6 +261,7 @@ pub fn frame_from_proto(p: proto::Frame, sequence: &str, index: usize, config: &
         imu: Vec::new(),
         cameras,
         ground_truth,
+        notes,
     })
 }
 

@@ -714,6 +714,7 @@ impl Source for WaymoV2Source {
             imu: Vec::new(),
             cameras,
             ground_truth: self.boxes.get(&ts).cloned().unwrap_or_default(),
+            notes: Vec::new(),
         })
     }
 }
