@@ -217,6 +217,7 @@ fn first_pass_frame(
             gravity_confidence: None,
             sensor_height_m: None,
             normalization_notes: Vec::new(),
+            source_notes: frame.notes.clone(),
             num_points: frame.cloud.len() as i64,
             num_points_kept: 0,
             points_file: None,

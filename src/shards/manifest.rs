@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 /// Version of the shard schema (`docs/schema.md`); a reader refuses a major version it does not know.
-pub const SCHEMA_VERSION: &str = "1.1";
+pub const SCHEMA_VERSION: &str = "1.2";
 
 /// One detector of the run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

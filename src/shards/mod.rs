@@ -91,6 +91,9 @@ pub struct FrameRow {
     pub sensor_height_m: Option<f64>,
     /// Why this frame's normalization is weaker than usual, one line each.
     pub normalization_notes: Vec<String>,
+    /// What the reader noticed about the frame and went on (dropped non-finite points, a
+    /// skipped label), one line each.
+    pub source_notes: Vec<String>,
     /// LiDAR points in the sweep.
     pub num_points: i64,
     /// Points of it written to `points/` (0 when not kept).

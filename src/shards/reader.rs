@@ -192,6 +192,12 @@ pub fn read_frame_rows(path: &Path) -> Result<Vec<FrameRow>, ShardError> {
                 vec![Vec::new(); n],
             )
         };
+        // Added in schema 1.2.
+        let source_notes = if c.has("source_notes") {
+            c.string_lists("source_notes")?
+        } else {
+            vec![Vec::new(); n]
+        };
         let num_points = c.i64s_required("num_points")?;
         let kept = c.i64s_required("num_points_kept")?;
         let points_file = c.strings("points_file")?;
@@ -210,6 +216,7 @@ pub fn read_frame_rows(path: &Path) -> Result<Vec<FrameRow>, ShardError> {
                 gravity_confidence: gravity_confidence[i],
                 sensor_height_m: sensor_height[i],
                 normalization_notes: notes[i].clone(),
+                source_notes: source_notes[i].clone(),
                 num_points: num_points[i],
                 num_points_kept: kept[i],
                 points_file: points_file[i].clone(),

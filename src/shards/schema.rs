@@ -47,6 +47,7 @@ pub fn frame_schema() -> Schema {
         Field::new("gravity_confidence", DataType::Float64, true),
         Field::new("sensor_height_m", DataType::Float64, true),
         list_utf8("normalization_notes"),
+        list_utf8("source_notes"),
         Field::new("num_points", DataType::Int64, false),
         Field::new("num_points_kept", DataType::Int64, false),
         Field::new("points_file", DataType::Utf8, true),

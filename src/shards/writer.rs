@@ -181,6 +181,7 @@ fn frames_batch(path: &Path, sequence: &str, rows: &[FrameRow]) -> Result<Record
         f64s_opt(rows.iter().map(|r| r.gravity_confidence)),
         f64s_opt(rows.iter().map(|r| r.sensor_height_m)),
         list_utf8(rows.iter().map(|r| r.normalization_notes.as_slice())),
+        list_utf8(rows.iter().map(|r| r.source_notes.as_slice())),
         i64s(rows.iter().map(|r| r.num_points)),
         i64s(rows.iter().map(|r| r.num_points_kept)),
         utf8_opt(rows.iter().map(|r| r.points_file.as_deref())),
