@@ -41,8 +41,8 @@ pub enum InspectError {
 }
 
 /// The input kinds `inspect` understands, for messages and `--help`.
-pub const KNOWN_KINDS: &str =
-    "ONNX models (.onnx), M3ED data files (.h5), Waymo v1 segments (.tfrecord), Waymo v2 split folders";
+pub const KNOWN_KINDS: &str = "ONNX models (.onnx), M3ED data files (.h5), Waymo v1 segments (.tfrecord), Waymo v2 split \
+     folders, KITTI .bin sweeps and sequence folders";
 
 /// Returns a short human-readable summary of the file at `path`.
 pub fn inspect(path: &Path) -> Result<String, InspectError> {
@@ -59,11 +59,94 @@ pub fn inspect(path: &Path) -> Result<String, InspectError> {
         Some("onnx") => inspect_onnx(path, meta.len()),
         Some("h5" | "hdf5") => inspect_m3ed(path, meta.len()),
         Some("tfrecord" | "tfrecords") => inspect_waymo_v1(path, meta.len()),
-        _ => Err(InspectError::Unsupported {
-            path: shown,
-            known: KNOWN_KINDS,
-        }),
+        _ => match crate::sources::open(path, None, &crate::sources::SourceOptions::default()) {
+            Ok(source) => inspect_source(path, source.as_ref()),
+            Err(SourceError::Incompatible { .. }) => Err(InspectError::Unsupported {
+                path: shown,
+                known: KNOWN_KINDS,
+            }),
+            Err(e) => Err(e.into()),
+        },
     }
+}
+
+/// The summary of a log any source reads: its frames, time span, poses, the first frame's
+/// points, channels, IMU and cameras (the KITTI, PCD, NumPy and MCAP readers, which have no
+/// summary of their own).
+fn inspect_source(path: &Path, source: &dyn Source) -> Result<String, InspectError> {
+    let meta = source.meta();
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{}: {} log, sequence {} ({}), {} frames ({} skipped as damaged)",
+        path.display(),
+        meta.source_kind,
+        meta.name,
+        meta.platform,
+        source.len(),
+        meta.skipped.len()
+    );
+    for s in &meta.skipped {
+        let _ = writeln!(out, "  skipped: {}: {}", s.location, s.detail);
+    }
+    let Some((first_index, first)) = (0..source.len()).find_map(|i| source.frame(i).ok().map(|f| (i, f))) else {
+        let _ = writeln!(out, "no frame decodes (run `inspect --check` for each frame's error)");
+        return Ok(out);
+    };
+    let last = match source.len().checked_sub(1) {
+        Some(l) if l > first_index => source.frame(l).ok(),
+        _ => None,
+    };
+    if let Some(last) = &last {
+        let span = (last.timestamp_micros - first.timestamp_micros) as f64 / 1e6;
+        let moved = (last.world_from_sensor.translation.vector - first.world_from_sensor.translation.vector).norm();
+        let _ = writeln!(
+            out,
+            "time:   {:.3} s from frame {} to frame {}, {:.2} Hz; the sensor moves {moved:.2} m between them",
+            span,
+            first.index,
+            last.index,
+            rate_hz(source.len(), first.timestamp_micros, last.timestamp_micros)
+        );
+    }
+    let channels: Vec<String> = first
+        .cloud
+        .channels()
+        .map(|(name, data)| format!("{name} {}", data.type_name()))
+        .collect();
+    let _ = writeln!(
+        out,
+        "frame {}: {} points, channels [{}], {} IMU samples, cameras [{}]",
+        first.index,
+        first.cloud.len(),
+        channels.join(", "),
+        first.imu.len(),
+        first
+            .cameras
+            .iter()
+            .map(|c| c.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    if let Some((lo, hi)) = first.cloud.bounds() {
+        let _ = writeln!(
+            out,
+            "        bounds x [{:.1}, {:.1}] y [{:.1}, {:.1}] z [{:.1}, {:.1}] m",
+            lo[0], hi[0], lo[1], hi[1], lo[2], hi[2]
+        );
+    }
+    for note in &first.notes {
+        let _ = writeln!(out, "        note: {note}");
+    }
+    for c in &first.cameras {
+        let cal = &c.calibration;
+        let _ = writeln!(
+            out,
+            "camera {}: {}x{} fx {:.1} fy {:.1} cx {:.1} cy {:.1}",
+            c.name, cal.width, cal.height, cal.fx, cal.fy, cal.cx, cal.cy
+        );
+    }
+    Ok(out)
 }
 
 /// What [`check`] found decoding every frame of a log.

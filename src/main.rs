@@ -171,16 +171,24 @@ enum Command {
         #[arg(long)]
         fit_noise_profile: Option<PathBuf>,
     },
-    /// Run one detector on one frame and print (or export as JSON) its boxes.
+    /// Run one detector on frames of a log and print (or export as JSON) its boxes.
     ///
-    /// Input so far: a KITTI-style `.bin` sweep (little-endian float32 x, y, z, intensity per
-    /// point, frame 0). Waymo and M3ED logs come with their sources.
+    /// The input is anything a reader opens: a Waymo segment or v2 folder, an M3ED data file, a
+    /// KITTI `.bin` sweep or sequence folder, PCD or `.npy` files or folders, a ROS 2 MCAP bag.
     Detect {
         /// The detector folder (holding `detector.toml`).
         #[arg(long)]
         detector: PathBuf,
-        /// The point file.
+        /// The log: a file or folder.
         file: PathBuf,
+        /// The reader to open it with (`waymo-v1`, `m3ed`, `kitti-bin`, …); default: the first
+        /// that accepts it.
+        #[arg(long)]
+        kind: Option<boxlayer::sources::SourceKind>,
+        /// The fields of a raw `.bin` sweep's float32 points, in file order (default `x,y,z,intensity`;
+        /// `x,y,z,intensity,ring` for a nuScenes `*.pcd.bin`).
+        #[arg(long, value_delimiter = ',')]
+        fields: Option<Vec<String>>,
         /// The frame: its position among the log's readable frames.
         #[arg(long, default_value_t = 0, conflicts_with = "frames")]
         frame: usize,
@@ -478,19 +486,30 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Detect {
             detector,
             file,
+            kind,
+            fields,
             frame,
             frames,
             json,
         } => {
             let context = || format!("detect {} with {}", file.display(), detector.display());
+            let mut input = boxlayer::detect::DetectInput {
+                kind,
+                ..Default::default()
+            };
+            if let Some(fields) = fields {
+                input.options.kitti.fields = fields;
+            }
             let (table, text) = match frames {
                 Some(range) => {
-                    let reports = boxlayer::detect::detect_frames(&detector, &file, range).with_context(context)?;
+                    let reports =
+                        boxlayer::detect::detect_frames(&detector, &file, range, &input).with_context(context)?;
                     let table: String = reports.iter().map(|r| r.summary_line() + "\n").collect();
                     (table, reports.iter().map(|r| r.to_json_lines()).collect::<String>())
                 }
                 None => {
-                    let report = boxlayer::detect::detect_file(&detector, &file, frame).with_context(context)?;
+                    let report =
+                        boxlayer::detect::detect_file(&detector, &file, frame, &input).with_context(context)?;
                     (report.to_string(), report.to_json_lines())
                 }
             };

@@ -1,5 +1,5 @@
-//! `boxlayer detect`: runs one detector on one frame of any log a source reads (Waymo, M3ED,
-//! KITTI-style `.bin`) and reports the boxes.
+//! `boxlayer detect`: runs one detector on frames of any log a source reads (Waymo, M3ED, KITTI,
+//! PCD, NumPy, MCAP) and reports the boxes.
 
 use std::path::{Path, PathBuf};
 
@@ -30,10 +30,25 @@ pub struct DetectReport {
     pub detections: Vec<Detection>,
 }
 
+/// How `detect` opens its input: the reader (`None`: the first that accepts it) and the readers'
+/// options.
+#[derive(Debug, Clone, Default)]
+pub struct DetectInput {
+    /// The reader to use.
+    pub kind: Option<crate::sources::SourceKind>,
+    /// The readers' options (`kitti.fields`, …).
+    pub options: crate::sources::SourceOptions,
+}
+
 /// Loads the detector in `detector_dir` (or the `detector.toml` path itself) and runs it on frame
-/// `frame` of `file`, opened with whichever reader accepts it (`sources::open`).
-pub fn detect_file(detector_dir: &Path, file: &Path, frame: usize) -> Result<DetectReport, DetectError> {
-    let source = crate::sources::open(file, None, &crate::sources::SourceOptions::default())?;
+/// `frame` of `file`, opened as `input` says (`sources::open`).
+pub fn detect_file(
+    detector_dir: &Path,
+    file: &Path,
+    frame: usize,
+    input: &DetectInput,
+) -> Result<DetectReport, DetectError> {
+    let source = crate::sources::open(file, input.kind, &input.options)?;
     // The frame is read before the detector loads, so a bad index costs no session.
     let read = source.frame(frame)?;
     let detector = Detector::load(manifest_folder(detector_dir))?;
@@ -47,8 +62,9 @@ pub fn detect_frames(
     detector_dir: &Path,
     file: &Path,
     frames: std::ops::Range<usize>,
+    input: &DetectInput,
 ) -> Result<Vec<DetectReport>, DetectError> {
-    let source = crate::sources::open(file, None, &crate::sources::SourceOptions::default())?;
+    let source = crate::sources::open(file, input.kind, &input.options)?;
     let detector = Detector::load(manifest_folder(detector_dir))?;
     let mut reports = Vec::new();
     for position in frames.start.min(source.len())..frames.end.min(source.len()) {

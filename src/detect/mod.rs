@@ -20,7 +20,7 @@ mod test_rng;
 pub use crate::boxes::Detection;
 pub use anchor::{Anchor, AnchorDecoder, limit_period};
 pub use center_heatmap::{CenterHeatmapDecoder, CenterTaskMaps};
-pub use command::{DetectReport, detect_file, detect_frames};
+pub use command::{DetectInput, DetectReport, detect_file, detect_frames};
 pub use detector::{Detector, StageTimings, sha256_file};
 pub use error::DetectError;
 pub use head_map::{DecodedBox, HeadMap, activate, map_shape};

@@ -12,6 +12,7 @@
 //! platform profile names the platform (`vehicle` unless told).
 
 mod calib;
+mod write;
 
 use std::path::{Path, PathBuf};
 
@@ -19,6 +20,7 @@ use nalgebra::Isometry3;
 use serde::{Deserialize, Serialize};
 
 pub use self::calib::KittiCalib;
+pub use self::write::{KittiWriteSummary, write_kitti_bin, write_kitti_sequence};
 use super::layout::{Decoded, NonFinite, PointLayout};
 use super::poses::{PoseTrack, read_kitti_poses, read_timed_poses, read_times};
 use super::{SequenceMeta, Source, SourceError};
