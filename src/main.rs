@@ -401,9 +401,14 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     dirs.len()
                 );
             }
+            let reader_options = profile
+                .profile
+                .reader_options(&boxlayer::sources::SourceOptions::default())
+                .map_err(anyhow::Error::msg)
+                .context("--profile: [source]")?;
             let source = log
                 .as_deref()
-                .map(|path| boxlayer::sources::open(path, None, &boxlayer::sources::SourceOptions::default()))
+                .map(|path| boxlayer::sources::open(path, None, &reader_options))
                 .transpose()
                 .context("open --log")?;
             for dir in dirs {

@@ -206,7 +206,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("000000.bin");
         std::fs::write(&path, [0u8; 32]).unwrap();
-        let err = detect_file(Path::new("."), &path, 3, &DetectInput::default()).unwrap_err().to_string();
+        let err = detect_file(Path::new("."), &path, 3, &DetectInput::default())
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("frame 3 out of range"), "{err}");
     }
 }

@@ -319,6 +319,11 @@ pub struct Profile {
     /// Class size priors (the review's `size_outlier` reference on this platform).
     #[serde(default)]
     pub class_sizes: ClassSizes,
+    /// Reader options for this platform's logs, keyed as `[source.options]` is (`[source.mcap]
+    /// pointcloud_topic = "/os_cloud_node/points"`); laid over the run's reader options when the
+    /// run names this profile.
+    #[serde(default, skip_serializing_if = "toml::Table::is_empty")]
+    pub source: toml::Table,
 }
 
 /// A loaded profile with where it came from and the hash of its text.
@@ -368,6 +373,14 @@ impl Profile {
         })
     }
 
+    /// `base` with this profile's `[source]` table laid over it; a key no reader has is an error.
+    pub fn reader_options(
+        &self,
+        base: &crate::sources::SourceOptions,
+    ) -> Result<crate::sources::SourceOptions, String> {
+        crate::config_overlay::overlaid(base, toml::Value::Table(self.source.clone()))
+    }
+
     /// Checks every number against its range, naming the first key out of it.
     pub fn validate(&self, path: &Path) -> Result<(), ProfileError> {
         let bad = |key: &str, reason: String| {
@@ -386,6 +399,9 @@ impl Profile {
         };
         if self.name.trim().is_empty() {
             return bad("name", "must not be empty".into());
+        }
+        if let Err(reason) = self.reader_options(&crate::sources::SourceOptions::default()) {
+            return bad("source", reason);
         }
         let g = &self.gravity;
         within("mounting.pitch_down_deg", self.mounting.pitch_down_deg, -90.0, 90.0)?;

@@ -100,7 +100,10 @@ pub fn bench(options: &BenchOptions) -> Result<BenchReport, PipelineError> {
     let pipeline_s = started.elapsed().as_secs_f64();
 
     // The same sweeps, read into memory first, through the detectors alone.
-    let source = crate::sources::open(&options.log, None, &config.source.reader_options())?;
+    let reader_options = config
+        .reader_options(&options.config.path)
+        .map_err(|e| PipelineError::Config(e.to_string()))?;
+    let source = crate::sources::open(&options.log, None, &reader_options)?;
     let clouds = (0..source.len())
         .map(|i| source.frame(i).map(|f| f.cloud))
         .collect::<Result<Vec<_>, _>>()?;

@@ -388,6 +388,31 @@ impl PipelineConfig {
             })
     }
 
+    /// The reader options for opening logs: `[source.options]` with `on_corrupt` applied, and the
+    /// `[source]` table of the normalization profile laid over them when the run names one (not
+    /// `auto`, which is chosen by the opened log).
+    pub fn reader_options(&self, config_path: &Path) -> Result<SourceOptions, ConfigError> {
+        let base = self.source.reader_options();
+        if !self.stages.normalize || self.normalize.profile == "auto" {
+            return Ok(base);
+        }
+        let loaded = self
+            .resolve_profile(config_path, &self.normalize.profile)
+            .map_err(|e| ConfigError::Invalid {
+                path: config_path.into(),
+                key: "normalize.profile".into(),
+                reason: e.to_string(),
+            })?;
+        loaded
+            .profile
+            .reader_options(&base)
+            .map_err(|reason| ConfigError::Invalid {
+                path: PathBuf::from(&loaded.origin),
+                key: "source".into(),
+                reason,
+            })
+    }
+
     /// The profile a sequence is normalized with (`None` while `stages.normalize` is off): the
     /// configured one, or under `auto` the one for the log's reader and platform.
     pub fn normalization_profile(
@@ -621,6 +646,35 @@ mod tests {
         assert_eq!(p(Platform::Drone, "m3ed").unwrap().as_deref(), Some("m3ed_drone"));
         assert!(p(Platform::Other, "kitti-bin").is_ok());
         assert!(p(Platform::Other, "m3ed").unwrap_err().to_string().contains("`other`"));
+    }
+
+    /// A named profile's `[source]` table sets the reader options the run opens logs with; a key
+    /// no reader has is refused naming the profile and `source`.
+    #[test]
+    fn a_named_profile_carries_its_reader_options() {
+        let dir = tempfile::tempdir().unwrap();
+        let builtin = include_str!("../../pipelines/platforms/kitti_vehicle.toml")
+            .replace("name = \"kitti_vehicle\"", "name = \"mine\"");
+        let profile = dir.path().join("mine.toml");
+        std::fs::write(
+            &profile,
+            format!("{builtin}\n[source.kitti]\nfields = [\"x\", \"y\", \"z\", \"intensity\", \"ring\"]\n"),
+        )
+        .unwrap();
+        let path = dir.path().join("c.toml");
+        std::fs::write(&path, "origin = \"labels\"\n[normalize]\nprofile = \"mine.toml\"\n").unwrap();
+        let c = PipelineConfig::load(&path).unwrap().config;
+        let options = c.reader_options(&path).unwrap();
+        assert_eq!(options.kitti.fields, ["x", "y", "z", "intensity", "ring"]);
+        // Under `auto` the profile follows the log, so no profile's table applies.
+        std::fs::write(&path, "origin = \"labels\"\n").unwrap();
+        let c = PipelineConfig::load(&path).unwrap().config;
+        assert!(c.reader_options(&path).unwrap().kitti.fields.is_empty());
+        std::fs::write(&profile, format!("{builtin}\n[source.kitti]\nfeilds = [\"x\"]\n")).unwrap();
+        let e = crate::normalize::Profile::load(profile.to_str().unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("mine.toml: `source`") && e.contains("feilds"), "{e}");
     }
 
     /// Every shipped pipeline config loads and validates (`pipelines/*.toml`).

@@ -311,7 +311,10 @@ fn plan(options: &RunOptions) -> Result<Vec<Planned>, PipelineError> {
     let config = &options.config.config;
     if let Some(input) = &options.input {
         let platform = options.platform.unwrap_or(Platform::Vehicle);
-        let source = crate::sources::open(input, config.source.kind, &config.source.reader_options())?;
+        let reader_options = config
+            .reader_options(&options.config.path)
+            .map_err(|e| PipelineError::Config(e.to_string()))?;
+        let source = crate::sources::open(input, config.source.kind, &reader_options)?;
         return Ok(vec![Planned {
             name: source.meta().name.clone(),
             path: input.clone(),
@@ -435,7 +438,10 @@ fn run_one(
     let source: &dyn crate::sources::Source = match &p.opened {
         Some(source) => source.as_ref(),
         None => {
-            reopened = crate::sources::open(&p.path, p.kind, &config.source.reader_options())?;
+            let reader_options = config
+                .reader_options(&options.config.path)
+                .map_err(|e| PipelineError::Config(e.to_string()))?;
+            reopened = crate::sources::open(&p.path, p.kind, &reader_options)?;
             reopened.as_ref()
         }
     };
