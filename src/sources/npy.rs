@@ -148,7 +148,11 @@ impl Literal<'_> {
             }
             Some(b'T' | b'F') => {
                 for (word, v) in [("True", true), ("False", false)] {
-                    if self.text.get(self.pos..).is_some_and(|t| t.starts_with(word.as_bytes())) {
+                    if self
+                        .text
+                        .get(self.pos..)
+                        .is_some_and(|t| t.starts_with(word.as_bytes()))
+                    {
                         self.pos += word.len();
                         return Ok(Py::Bool(v));
                     }
@@ -230,14 +234,22 @@ pub fn parse_header(bytes: &[u8]) -> Result<NpyHeader, NpyError> {
     let (len_bytes, start) = match major {
         1 => (2, 10),
         2 | 3 => (4, 12),
-        _ => return Err(NpyError::at(6, format!("format version {major}.{minor} is not 1, 2 or 3"))),
+        _ => {
+            return Err(NpyError::at(
+                6,
+                format!("format version {major}.{minor} is not 1, 2 or 3"),
+            ));
+        }
     };
     let len = bytes
         .get(8..8 + len_bytes)
         .map(|b| b.iter().rev().fold(0usize, |acc, &x| (acc << 8) | x as usize))
         .ok_or_else(|| NpyError::at(bytes.len(), "file ends inside the header length (truncated?)"))?;
     if len > MAX_HEADER_BYTES {
-        return Err(NpyError::at(8, format!("header of {len} bytes is over {MAX_HEADER_BYTES}")));
+        return Err(NpyError::at(
+            8,
+            format!("header of {len} bytes is over {MAX_HEADER_BYTES}"),
+        ));
     }
     let text = bytes.get(start..start + len).ok_or_else(|| {
         NpyError::at(
@@ -251,10 +263,7 @@ pub fn parse_header(bytes: &[u8]) -> Result<NpyHeader, NpyError> {
         return Err(bad("not a dict".into()));
     };
     if literal.peek().is_some() {
-        return Err(bad(format!(
-            "text after the dict at header character {}",
-            literal.pos
-        )));
+        return Err(bad(format!("text after the dict at header character {}", literal.pos)));
     }
     let mut descr = None;
     let mut fortran_order = None;
@@ -393,7 +402,8 @@ pub fn decode_npy(bytes: &[u8], config: &NpyConfig) -> Result<(PointCloud, Vec<S
             let mut offset = 0usize;
             let mut order = None;
             for (name, t, count) in entries {
-                let size = type_size(t).ok_or_else(|| no_offset(format!("field `{name}`: type `{t}` not understood")))?;
+                let size =
+                    type_size(t).ok_or_else(|| no_offset(format!("field `{name}`: type `{t}` not understood")))?;
                 let width = size
                     .checked_mul(*count)
                     .filter(|&w| w <= 1 << 20)
@@ -415,7 +425,9 @@ pub fn decode_npy(bytes: &[u8], config: &NpyConfig) -> Result<(PointCloud, Vec<S
                     }
                     _ if name.is_empty() || t.trim_start_matches(['<', '>', '|', '=']).starts_with('V') => {}
                     _ if ["x", "y", "z"].contains(&name.as_str()) => {
-                        return Err(no_offset(format!("field `{name}` of type `{t}` is not a coordinate type")));
+                        return Err(no_offset(format!(
+                            "field `{name}` of type `{t}` is not a coordinate type"
+                        )));
                     }
                     _ => notes.push(format!("field `{name}` ({t}) skipped: type not read")),
                 }
@@ -451,10 +463,12 @@ pub fn decode_npy(bytes: &[u8], config: &NpyConfig) -> Result<(PointCloud, Vec<S
         Some(widths) => std::borrow::Cow::Owned(interleave(data, widths, points)),
         None => std::borrow::Cow::Borrowed(data),
     };
-    let decoded = layout.decode(&records, config.non_finite).map_err(|e| match (e.offset, &columns) {
-        (Some(o), None) => NpyError::at(at + o as usize, e.detail),
-        _ => no_offset(e.detail),
-    })?;
+    let decoded = layout
+        .decode(&records, config.non_finite)
+        .map_err(|e| match (e.offset, &columns) {
+            (Some(o), None) => NpyError::at(at + o as usize, e.detail),
+            _ => no_offset(e.detail),
+        })?;
     notes.extend(decoded.note());
     Ok((decoded.cloud, notes))
 }
@@ -475,7 +489,10 @@ pub fn write_npy(path: &Path, cloud: &PointCloud, fields: &[&str]) -> Result<(),
     let refuse = |what: String| {
         SourceError::io(
             path,
-            std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("cannot write as .npy: {what}")),
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("cannot write as .npy: {what}"),
+            ),
         )
     };
     let mut columns: Vec<Vec<f32>> = Vec::with_capacity(fields.len());
@@ -487,7 +504,9 @@ pub fn write_npy(path: &Path, cloud: &PointCloud, fields: &[&str]) -> Result<(),
             "intensity" => cloud.intensity().to_vec(),
             _ => {
                 let exact = |v: f64| (v as f32) as f64 == v;
-                let data = cloud.channel(name).ok_or_else(|| refuse(format!("no channel `{name}`")))?;
+                let data = cloud
+                    .channel(name)
+                    .ok_or_else(|| refuse(format!("no channel `{name}`")))?;
                 let column: Vec<f64> = match data {
                     ChannelData::F32(v) => v.iter().map(|&x| x as f64).collect(),
                     ChannelData::U8(v) => v.iter().map(|&x| x as f64).collect(),
@@ -579,5 +598,136 @@ impl Source for NpySource {
             Isometry3::identity(),
             notes,
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An `.npy` file of format `version` with header dict `dict` and `data`.
+    fn npy(version: u8, dict: &str, data: &[u8]) -> Vec<u8> {
+        let mut b = MAGIC.to_vec();
+        b.extend([version, 0]);
+        if version == 1 {
+            b.extend((dict.len() as u16).to_le_bytes());
+        } else {
+            b.extend((dict.len() as u32).to_le_bytes());
+        }
+        b.extend(dict.as_bytes());
+        b.extend(data);
+        b
+    }
+
+    fn f32s(v: &[f32]) -> Vec<u8> {
+        v.iter().flat_map(|x| x.to_le_bytes()).collect()
+    }
+
+    #[test]
+    fn headers_of_every_version_and_layout_read() {
+        let c = npy(
+            1,
+            "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }\n",
+            &f32s(&[1., 2., 3., 4., 5., 6.]),
+        );
+        let (cloud, notes) = decode_npy(&c, &NpyConfig::default()).unwrap();
+        assert_eq!(
+            (cloud.x(), cloud.z(), notes.len()),
+            (&[1.0, 4.0][..], &[3.0, 6.0][..], 0)
+        );
+        // Fortran order: columns one after another; version 2 and a Python 2 `L` suffix.
+        let f = npy(
+            2,
+            "{\"descr\": \"<f4\", \"fortran_order\": True, \"shape\": (2L, 3L)}",
+            &f32s(&[1., 4., 2., 5., 3., 6.]),
+        );
+        assert_eq!(decode_npy(&f, &NpyConfig::default()).unwrap().0, cloud);
+        let s = npy(
+            3,
+            "{'descr': [('y', '<f4'), ('', '|V4'), ('x', '<f4'), ('z', '<f4'), ('rgb', '|u1', (3,))], \
+             'fortran_order': False, 'shape': (1,), }",
+            &[f32s(&[2.0, 0.0, 1.0, 3.0]), vec![1, 2, 3]].concat(),
+        );
+        let (one, _) = decode_npy(&s, &NpyConfig::default()).unwrap();
+        assert_eq!(
+            (one.x(), one.y(), one.z(), one.channels().count()),
+            (&[1.0][..], &[2.0][..], &[3.0][..], 0)
+        );
+    }
+
+    #[test]
+    fn malformed_headers_and_sizes_are_refused_saying_where() {
+        let d = |body: &str| npy(1, body, &f32s(&[0.0; 3]));
+        let cases: Vec<(Vec<u8>, &str)> = vec![
+            (b"\x93NUMPX".to_vec(), "byte 0: not an .npy file"),
+            (npy(4, "{}", &[]), "byte 6: format version 4.0 is not 1, 2 or 3"),
+            (
+                MAGIC[..].iter().copied().chain([1, 0, 200, 0]).collect(),
+                "file ends inside the 200-byte header",
+            ),
+            (
+                d("{'descr': '<f4', 'shape': (1, 3)}"),
+                "byte 10: header: no `fortran_order` entry",
+            ),
+            (
+                d("{'descr': '<f4', 'fortran_order': False, 'shape': (1, 3)"),
+                "byte 10: header: expected `,` or `}` at header character 56",
+            ),
+            (
+                d("{'descr': '<f4', 'fortran_order': False, 'shape': (1, 3), 'x': 1}"),
+                "unexpected entry",
+            ),
+            (
+                d("{'descr': '<i4', 'fortran_order': False, 'shape': (1, 3)}"),
+                "dtype `<i4` is not float32 or float64",
+            ),
+            (
+                d("{'descr': '<f4', 'fortran_order': False, 'shape': (3,)}"),
+                "shape [3] is not N×K",
+            ),
+            (
+                d("{'descr': '<f4', 'fortran_order': False, 'shape': (1, 2)}"),
+                "2 columns: set `npy.fields`",
+            ),
+            (
+                d("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3)}"),
+                "file ends after 12 bytes of data",
+            ),
+            (
+                d("{'descr': '<f4', 'fortran_order': False, 'shape': (0, 3)}"),
+                "12 bytes after the shape [0, 3]",
+            ),
+            (
+                d(&format!("{}'a'{}", "[".repeat(20), "]".repeat(20))),
+                "nested too deep",
+            ),
+        ];
+        for (bytes, want) in cases {
+            let e = decode_npy(&bytes, &NpyConfig::default()).unwrap_err().to_string();
+            assert!(e.contains(want), "{e}\n  lacks: {want}");
+        }
+        let e = decode_npy(
+            &d("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3)}"),
+            &NpyConfig::default(),
+        )
+        .unwrap_err();
+        assert_eq!(e.offset, Some(10 + 57 + 12));
+    }
+
+    #[test]
+    fn non_finite_points_are_dropped_into_notes_or_refused_at_their_offset() {
+        let dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }";
+        let bytes = npy(1, dict, &f32s(&[1.0, 2.0, 3.0, f32::NAN, 0.0, 0.0]));
+        let (cloud, notes) = decode_npy(&bytes, &NpyConfig::default()).unwrap();
+        assert_eq!(
+            (cloud.len(), notes),
+            (1, vec!["1 point with a non-finite x, y or z dropped".to_string()])
+        );
+        let strict = NpyConfig {
+            non_finite: NonFinite::Fail,
+            ..NpyConfig::default()
+        };
+        let e = decode_npy(&bytes, &strict).unwrap_err();
+        assert_eq!(e.offset, Some((10 + dict.len() + 12) as u64), "{e}");
     }
 }

@@ -202,8 +202,8 @@ pub fn parse_header(bytes: &[u8]) -> Result<PcdHeader, PcdError> {
         pos = end + 1;
         line_no += 1;
         let raw = bytes.get(start..end).unwrap_or_default();
-        let text = std::str::from_utf8(raw)
-            .map_err(|_| PcdError::at(start, format!("header line {line_no} is not text")))?;
+        let text =
+            std::str::from_utf8(raw).map_err(|_| PcdError::at(start, format!("header line {line_no} is not text")))?;
         let text = text.split('#').next().unwrap_or_default();
         let mut tokens = text.split_ascii_whitespace();
         let Some(key) = tokens.next() else { continue };
@@ -222,7 +222,10 @@ pub fn parse_header(bytes: &[u8]) -> Result<PcdHeader, PcdError> {
             _ => continue,
         };
         if entries.iter().any(|(k, _)| *k == key) {
-            return Err(PcdError::at(start, format!("header line {line_no}: a second {key} line")));
+            return Err(PcdError::at(
+                start,
+                format!("header line {line_no}: a second {key} line"),
+            ));
         }
         entries.push((
             key,
@@ -256,7 +259,11 @@ pub fn parse_header(bytes: &[u8]) -> Result<PcdHeader, PcdError> {
         match (get(key), default) {
             (Some(e), _) if e.values.len() != n => Err(bad(
                 e,
-                format!("{key} has {} values for {n} FIELDS ({})", e.values.len(), names.values.join(" ")),
+                format!(
+                    "{key} has {} values for {n} FIELDS ({})",
+                    e.values.len(),
+                    names.values.join(" ")
+                ),
             )),
             (Some(e), _) => Ok(e.values.iter().map(|s| s.to_string()).collect()),
             (None, Some(d)) => Ok(vec![d.to_string(); n]),
@@ -271,16 +278,22 @@ pub fn parse_header(bytes: &[u8]) -> Result<PcdHeader, PcdError> {
         let size: usize = size
             .parse()
             .map_err(|_| bad(line("SIZE"), format!("field `{name}`: SIZE `{size}` is not a number")))?;
-        let count: usize = count
-            .parse()
-            .ok()
-            .filter(|&c| c > 0 && c <= 1 << 16)
-            .ok_or_else(|| bad(line("COUNT"), format!("field `{name}`: COUNT `{count}` is not 1 to 65536")))?;
+        let count: usize = count.parse().ok().filter(|&c| c > 0 && c <= 1 << 16).ok_or_else(|| {
+            bad(
+                line("COUNT"),
+                format!("field `{name}`: COUNT `{count}` is not 1 to 65536"),
+            )
+        })?;
         let letter = match kind.as_str() {
             "I" | "i" => 'I',
             "U" | "u" => 'U',
             "F" | "f" => 'F',
-            _ => return Err(bad(line("TYPE"), format!("field `{name}`: TYPE `{kind}` is not I, U or F"))),
+            _ => {
+                return Err(bad(
+                    line("TYPE"),
+                    format!("field `{name}`: TYPE `{kind}` is not I, U or F"),
+                ));
+            }
         };
         let scalar = Scalar::from_pcd(letter, size);
         if scalar.is_none() && !(letter != 'F' && size == 8) {
@@ -344,7 +357,9 @@ pub fn parse_header(bytes: &[u8]) -> Result<PcdHeader, PcdError> {
     if header
         .fields
         .iter()
-        .try_fold(0usize, |acc, f| f.size.checked_mul(f.count).and_then(|b| acc.checked_add(b)))
+        .try_fold(0usize, |acc, f| {
+            f.size.checked_mul(f.count).and_then(|b| acc.checked_add(b))
+        })
         .is_none_or(|step| step > 1 << 20)
     {
         return Err(PcdError::new("a point record of over 1 MiB"));
@@ -434,7 +449,7 @@ pub fn decode_pcd(bytes: &[u8], config: &PcdConfig) -> Result<PcdCloud, PcdError
     if config.viewpoint == ViewpointRule::Pose && header.viewpoint != IDENTITY_VIEWPOINT {
         let [tx, ty, tz, qw, qx, qy, qz] = header.viewpoint;
         let q = Quaternion::new(qw, qx, qy, qz);
-        if !(q.norm() > 1e-9) {
+        if q.norm().is_nan() || q.norm() <= 1e-9 {
             return Err(PcdError::new("VIEWPOINT quaternion has zero length"));
         }
         world_from_sensor = Isometry3::from_parts(Translation3::new(tx, ty, tz), UnitQuaternion::from_quaternion(q));
@@ -622,7 +637,10 @@ fn parse_ascii(header: &PcdHeader, data: &[u8], step: usize) -> Result<(Vec<u8>,
             continue;
         }
         if points == header.points {
-            return Err(PcdError::at(start, format!("more than POINTS {} lines of points", header.points)));
+            return Err(PcdError::at(
+                start,
+                format!("more than POINTS {} lines of points", header.points),
+            ));
         }
         let with_padding = match tokens.len() {
             n if n == total => true,
@@ -645,9 +663,8 @@ fn parse_ascii(header: &PcdHeader, data: &[u8], step: usize) -> Result<(Vec<u8>,
             }
             for _ in 0..f.count {
                 let token = tokens.next().unwrap_or_default();
-                push_value(&mut records, token, f).map_err(|detail| {
-                    PcdError::at(start, format!("point {points}: field `{}`: {detail}", f.name))
-                })?;
+                push_value(&mut records, token, f)
+                    .map_err(|detail| PcdError::at(start, format!("point {points}: field `{}`: {detail}", f.name)))?;
             }
         }
         starts.push(start);
@@ -693,7 +710,11 @@ fn push_value(records: &mut Vec<u8>, token: &str, f: &PcdField) -> Result<(), St
 pub(super) fn read_file(path: &Path, index: usize, max_file_bytes: u64) -> Result<Vec<u8>, SourceError> {
     let meta = std::fs::metadata(path).map_err(|e| SourceError::io(path, e))?;
     if !meta.is_file() {
-        return Err(SourceError::corrupt(path, format!("frame {index}"), "not a regular file"));
+        return Err(SourceError::corrupt(
+            path,
+            format!("frame {index}"),
+            "not a regular file",
+        ));
     }
     if meta.len() > max_file_bytes {
         return Err(SourceError::corrupt(
@@ -984,5 +1005,247 @@ impl Source for PcdSource {
             pcd.world_from_sensor,
             pcd.notes,
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decode(text: &[u8]) -> Result<PcdCloud, PcdError> {
+        decode_pcd(text, &PcdConfig::default())
+    }
+
+    /// The PCD spec's own example header, `FIELDS x y z intensity`, in ascii.
+    #[test]
+    fn an_ascii_file_from_the_spec_reads_by_field_name() {
+        let file = b"# .PCD v.7 - Point Cloud Data file format\nVERSION .7\nFIELDS x y z intensity\n\
+            SIZE 4 4 4 4\nTYPE F F F F\nCOUNT 1 1 1 1\nWIDTH 3\nHEIGHT 1\nVIEWPOINT 0 0 0 1 0 0 0\n\
+            POINTS 3\nDATA ascii\n0.93773 0.33763 0 4.2108e+06\n0.90805 0.35641 0 4.2108e+06\n\r\n\
+            -0.1 1e-7 3.5 7\n";
+        let pcd = decode(file).unwrap();
+        assert_eq!(pcd.encoding, PcdEncoding::Ascii);
+        assert_eq!(pcd.cloud.x(), &[0.93773, 0.90805, -0.1]);
+        assert_eq!(pcd.cloud.y(), &[0.33763, 0.35641, 1e-7]);
+        assert_eq!(pcd.cloud.intensity(), &[4.2108e6, 4.2108e6, 7.0]);
+        assert_eq!(
+            (pcd.cloud.channels().count(), pcd.world_from_sensor),
+            (0, Isometry3::identity())
+        );
+    }
+
+    /// A PCL `PointXYZRGB`-style record: x y z, 4 bytes of `_` padding, `rgb` U4, a 3-valued
+    /// `normal` (skipped) and `i` as the intensity; binary, and ascii with and without the padding
+    /// values.
+    #[test]
+    fn padding_rgb_and_multi_valued_fields_map_by_name() {
+        let head = "FIELDS x y z _ rgb normal i\nSIZE 4 4 4 1 4 4 2\nTYPE F F F U U F U\nCOUNT 1 1 1 4 1 3 1\n\
+            WIDTH 2\nHEIGHT 1\nPOINTS 2\n";
+        let mut binary = format!("VERSION 0.7\n{head}DATA binary\n").into_bytes();
+        for (p, rgb, i) in [
+            ([1.0f32, 2.0, 3.0], 0x00ff_8000u32, 7u16),
+            ([-1.0, 0.5, 0.25], 0x0000_00ff, 9),
+        ] {
+            p.iter().for_each(|v| binary.extend(v.to_le_bytes()));
+            binary.extend([0xAA; 4]);
+            binary.extend(rgb.to_le_bytes());
+            [0.0f32, 0.0, 1.0].iter().for_each(|v| binary.extend(v.to_le_bytes()));
+            binary.extend(i.to_le_bytes());
+        }
+        let with_padding =
+            format!("{head}DATA ascii\n1 2 3 0 0 0 0 16744448 0 0 1 7\n-1 0.5 0.25 0 0 0 0 255 0 0 1 9\n");
+        let without = format!("{head}DATA ascii\n1 2 3 16744448 0 0 1 7\n-1 0.5 0.25 255 0 0 1 9\n");
+        for bytes in [binary, with_padding.into_bytes(), without.into_bytes()] {
+            let pcd = decode(&bytes).unwrap();
+            assert_eq!(pcd.cloud.x(), &[1.0, -1.0]);
+            assert_eq!(pcd.cloud.z(), &[3.0, 0.25]);
+            assert_eq!(pcd.cloud.intensity(), &[7.0, 9.0]);
+            assert_eq!(
+                pcd.cloud.channel("rgb"),
+                Some(&ChannelData::U32(vec![0x00ff_8000, 0xff]))
+            );
+            assert_eq!(pcd.cloud.channels().count(), 1, "{:?}", pcd.encoding);
+        }
+    }
+
+    #[test]
+    fn a_viewpoint_is_the_sensor_pose_and_points_move_into_the_sensor_frame() {
+        // Sensor at (10, 0, 0) turned 90° about z: the file point (10, 1, 0) is 1 m ahead of it.
+        let h = std::f64::consts::FRAC_1_SQRT_2;
+        let file = format!(
+            "FIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nWIDTH 1\nVIEWPOINT 10 0 0 {h} 0 0 {h}\nPOINTS 1\nDATA ascii\n10 1 0\n"
+        );
+        let pcd = decode(file.as_bytes()).unwrap();
+        let p = pcd.cloud.point(0);
+        assert!((p - nalgebra::Point3::new(1.0, 0.0, 0.0)).norm() < 1e-6, "{p}");
+        assert!((pcd.world_from_sensor * p - nalgebra::Point3::new(10.0, 1.0, 0.0)).norm() < 1e-6);
+        let ignore = PcdConfig {
+            viewpoint: ViewpointRule::Ignore,
+            ..PcdConfig::default()
+        };
+        let pcd = decode_pcd(file.as_bytes(), &ignore).unwrap();
+        assert_eq!(
+            (pcd.cloud.x(), pcd.world_from_sensor),
+            (&[10.0f32][..], Isometry3::identity())
+        );
+    }
+
+    #[test]
+    fn bad_headers_and_bodies_are_refused_saying_where_and_what() {
+        let ok = "FIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nWIDTH 2\nPOINTS 2\n";
+        let cases: Vec<(String, &str)> = vec![
+            (
+                "SIZE 4 4 4\nTYPE F F F\nPOINTS 1\nDATA ascii\n".into(),
+                "header has no FIELDS line",
+            ),
+            (
+                "FIELDS x y z\nSIZE 4 4\nTYPE F F F\nPOINTS 1\nDATA ascii\n".into(),
+                "byte 13: header line 2: SIZE has 2 values for 3 FIELDS (x y z)",
+            ),
+            (
+                "FIELDS x y z\nSIZE 4 4 2\nTYPE F F F\nPOINTS 1\nDATA ascii\n".into(),
+                "header line 3: field `z`: TYPE F with SIZE 2 is not a PCD type",
+            ),
+            (
+                "FIELDS x y z\nSIZE 4 4 4\nTYPE F F Q\nPOINTS 1\nDATA ascii\n".into(),
+                "field `z`: TYPE `Q` is not I, U or F",
+            ),
+            (
+                format!("{ok}DATA xml\n"),
+                "DATA `xml` is not ascii, binary or binary_compressed",
+            ),
+            (ok.to_string(), "header ends before its DATA line"),
+            (
+                format!("{ok}DATA binary\n{}", "\0".repeat(23)),
+                "byte 87: file ends after 23 bytes of point data; POINTS 2 × 12-byte records need 24 (truncated?)",
+            ),
+            (
+                format!("{ok}DATA binary\n{}", "\0".repeat(25)),
+                "byte 88: 1 bytes after the last of POINTS 2",
+            ),
+            (
+                format!("{ok}DATA ascii\n1 2 3\n"),
+                "byte 69: file ends after 1 of POINTS 2 lines of points (truncated?)",
+            ),
+            (
+                format!("{ok}DATA ascii\n1 2 3\n1 2\n"),
+                "byte 69: point 1: 2 values, expected 3",
+            ),
+            (
+                format!("{ok}DATA ascii\n1 2 3\n1 2 x\n"),
+                "point 1: field `z`: `x` is not a F4 value",
+            ),
+            (
+                format!("{ok}DATA ascii\n1 2 3\n1 2 3\n4 5 6\n"),
+                "more than POINTS 2 lines",
+            ),
+            (
+                format!("{ok}DATA binary_compressed\n\x04\0\0\0\x18\0\0\0\x01ab"),
+                "file ends 3 bytes into a 4-byte compressed block (truncated?)",
+            ),
+            (
+                format!("{ok}DATA binary_compressed\n\x04\0\0\0\x10\0\0\0"),
+                "uncompressed size 16 bytes disagrees with POINTS 2 × 12-byte records = 24",
+            ),
+            (
+                "FIELDS x y\nSIZE 4 4\nTYPE F F\nPOINTS 1\nDATA ascii\n1 2\n".into(),
+                "header: no field `z` (fields: x, y)",
+            ),
+            (
+                "FIELDS x y z\nSIZE 8 4 4\nTYPE I F F\nPOINTS 1\nDATA ascii\n1 2 3\n".into(),
+                "field `x` is a 8-byte integer",
+            ),
+        ];
+        for (file, want) in cases {
+            let e = decode(file.as_bytes()).unwrap_err().to_string();
+            assert!(e.contains(want), "{e}\n  lacks: {want}\n  file: {file:?}");
+        }
+        let e = decode(format!("{ok}DATA ascii\n1 2 3\n1 2 3\n4 5 6\n").as_bytes())
+            .unwrap_err()
+            .into_source_error(Path::new("a.pcd"), 4)
+            .to_string();
+        assert!(e.starts_with("a.pcd: frame 4 at byte 75: more than POINTS 2"), "{e}");
+    }
+
+    #[test]
+    fn non_finite_points_are_dropped_into_notes_or_refused_at_their_line() {
+        let file = b"FIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nPOINTS 3\nDATA ascii\n1 2 3\nnan 0 0\n4 5 inf\n";
+        let pcd = decode(file).unwrap();
+        assert_eq!(pcd.cloud.x(), &[1.0]);
+        assert_eq!(pcd.notes, ["2 points with a non-finite x, y or z dropped"]);
+        let strict = PcdConfig {
+            non_finite: NonFinite::Fail,
+            ..PcdConfig::default()
+        };
+        let e = decode_pcd(file, &strict).unwrap_err().to_string();
+        assert!(e.starts_with("byte 61: point 1 has a non-finite coordinate"), "{e}");
+    }
+
+    #[test]
+    fn lzf_literals_and_overlapping_back_references_expand() {
+        // "abc", then a back reference of length 7 at distance 3: "abcabcabca".
+        let stream = [2, b'a', b'b', b'c', (5 << 5), 2];
+        assert_eq!(lzf_decompress(&stream, 64).unwrap(), b"abcabcabca");
+        assert!(lzf_decompress(&stream, 9).unwrap_err().1.contains("expands past 9"));
+        assert!(
+            lzf_decompress(&[0x20, 5], 64)
+                .unwrap_err()
+                .1
+                .contains("before the start")
+        );
+        assert!(lzf_decompress(&[3, b'a'], 64).unwrap_err().1.contains("ends inside"));
+    }
+
+    #[test]
+    fn numeric_file_names_are_times_when_all_agree() {
+        let paths = |names: &[&str]| names.iter().map(PathBuf::from).collect::<Vec<_>>();
+        assert_eq!(
+            stamps_from_names(&paths(&["1618888888.123456.pcd", "1618888888.2234567.pcd"])),
+            Some(vec![1_618_888_888_123_456, 1_618_888_888_223_456])
+        );
+        // pcl_ros `<sec>.<nsec>` and integer ns / µs / ms / s since the epoch.
+        assert_eq!(
+            stamps_from_names(&paths(&["1618888888.000000500.pcd"])),
+            Some(vec![1_618_888_888_000_000])
+        );
+        for (names, t0) in [
+            (
+                ["1618888888123456789.pcd", "1618888888223456789.pcd"],
+                1_618_888_888_123_456,
+            ),
+            (["1618888888123456.pcd", "1618888888223456.pcd"], 1_618_888_888_123_456),
+            (["1618888888123.pcd", "1618888888223.pcd"], 1_618_888_888_123_000),
+            (["1618888888.pcd", "1618888889.pcd"], 1_618_888_888_000_000),
+        ] {
+            assert_eq!(stamps_from_names(&paths(&names)).unwrap()[0], t0, "{names:?}");
+        }
+        // Frame numbers, mixed units, repeats, non-numbers: no times.
+        for names in [
+            &["000000.pcd", "000001.pcd"][..],
+            &["1618888888.pcd", "1618888888123.pcd"],
+            &["1618888888.5.pcd", "1618888888.5.pcd"],
+            &["scan_1618888888.pcd"],
+            &["1618888889.0.pcd", "1618888888.0.pcd"],
+        ] {
+            assert_eq!(stamps_from_names(&paths(names)), None, "{names:?}");
+        }
+    }
+
+    #[test]
+    fn an_empty_cloud_round_trips_and_a_foreign_path_is_incompatible() {
+        let dir = tempfile::tempdir().unwrap();
+        for encoding in [PcdEncoding::Ascii, PcdEncoding::Binary, PcdEncoding::BinaryCompressed] {
+            let path = dir.path().join(format!("{}.pcd", encoding.as_str()));
+            write_pcd(&path, &PointCloud::new(), encoding).unwrap();
+            assert!(read_pcd(&path).unwrap().cloud.is_empty(), "{encoding:?}");
+        }
+        assert!(matches!(
+            PcdSource::open(&dir.path().join("x.bin"), PcdConfig::default()),
+            Err(SourceError::Incompatible { .. })
+        ));
+        let device = dir.path().join("zero.pcd");
+        std::os::unix::fs::symlink("/dev/zero", &device).unwrap();
+        let e = read_pcd(&device).unwrap_err().to_string();
+        assert!(e.contains("zero.pcd: frame 0: not a regular file"), "{e}");
     }
 }
