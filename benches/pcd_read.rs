@@ -57,7 +57,9 @@ fn bench_read(c: &mut Criterion<ThreadCpuTime>) {
         write_pcd(&sub.join("000000.pcd"), &cloud, encoding).expect("write pcd");
         let source = PcdSource::open(&sub, PcdConfig::default()).expect("open");
         assert_eq!(source.frame(0).expect("frame").cloud.len(), cloud.len());
-        group.bench_function(name, |b| b.iter(|| black_box(source.frame(0).expect("frame").cloud.len())));
+        group.bench_function(name, |b| {
+            b.iter(|| black_box(source.frame(0).expect("frame").cloud.len()))
+        });
     }
     let fields = ["x", "y", "z", "intensity", "ring", "t"];
     let npy = dir.path().join("000000.npy");

@@ -122,7 +122,9 @@ fn simulated_sweeps_read_back_from_every_pcd_encoding_and_from_npy() {
         let frame = source.frame(i).unwrap();
         assert_eq!(frame.timestamp_micros, *t);
         assert_same_points(&frame.cloud, cloud, &format!("npy frame {i}"));
-        let ChannelData::U16(ring) = cloud.channel("ring").unwrap() else { panic!("ring") };
+        let ChannelData::U16(ring) = cloud.channel("ring").unwrap() else {
+            panic!("ring")
+        };
         let ring: Vec<f32> = ring.iter().map(|&r| r as f32).collect();
         assert_eq!(frame.cloud.channel("ring"), Some(&ChannelData::F32(ring)));
         assert_eq!(frame.cloud.channel("range"), cloud.channel("range"));
@@ -218,14 +220,22 @@ fn numpy_files_read_as_numpy_means_them_and_numpy_reads_ours() {
             assert_eq!(cloud.intensity()[i], want, "{what} point {i}");
         }
     };
-    let read = |name: &str, config: NpyConfig| {
-        NpySource::open(&dir.path().join(name), config)
-            .unwrap()
-            .frame(0)
-    };
-    expect(&read("plain.npy", NpyConfig::default()).unwrap().cloud, "plain <f4", true);
-    expect(&read("fortran.npy", NpyConfig::default()).unwrap().cloud, "fortran <f8", false);
-    expect(&read("big.npy", NpyConfig::default()).unwrap().cloud, "big-endian >f4", false);
+    let read = |name: &str, config: NpyConfig| NpySource::open(&dir.path().join(name), config).unwrap().frame(0);
+    expect(
+        &read("plain.npy", NpyConfig::default()).unwrap().cloud,
+        "plain <f4",
+        true,
+    );
+    expect(
+        &read("fortran.npy", NpyConfig::default()).unwrap().cloud,
+        "fortran <f8",
+        false,
+    );
+    expect(
+        &read("big.npy", NpyConfig::default()).unwrap().cloud,
+        "big-endian >f4",
+        false,
+    );
     let frame = read("structured.npy", NpyConfig::default()).unwrap();
     expect(&frame.cloud, "structured", true);
     let ring: Vec<u8> = (0..N).map(|i| (i % 64) as u8).collect();
@@ -238,7 +248,9 @@ fn numpy_files_read_as_numpy_means_them_and_numpy_reads_ours() {
         "{e}"
     );
     let named = NpyConfig {
-        fields: ["x", "y", "z", "_", "_", "intensity", "ring"].map(String::from).to_vec(),
+        fields: ["x", "y", "z", "_", "_", "intensity", "ring"]
+            .map(String::from)
+            .to_vec(),
         ..NpyConfig::default()
     };
     assert_eq!(read("wide.npy", named).unwrap().cloud.len(), N);
