@@ -8,6 +8,8 @@ use serde::{Deserialize, Serialize};
 
 use super::kitti::{KittiBinSource, KittiConfig};
 use super::m3ed::{M3edConfig, M3edSource};
+use super::npy::{NpyConfig, NpySource};
+use super::pcd::{PcdConfig, PcdSource};
 use super::waymo::{WaymoConfig, WaymoV1Source, WaymoV2Source};
 use super::{Source, SourceError};
 
@@ -26,24 +28,34 @@ pub enum SourceKind {
     /// A KITTI-style `.bin` sweep or a folder of them.
     #[serde(rename = "kitti-bin")]
     KittiBin,
+    /// A PCL `.pcd` sweep or a folder of them.
+    #[serde(rename = "pcd")]
+    Pcd,
+    /// A NumPy `.npy` sweep or a folder of them.
+    #[serde(rename = "npy")]
+    Npy,
 }
 
 impl SourceKind {
     /// Every kind, in the order [`open`] tries them.
-    pub const ALL: [SourceKind; 4] = [
+    pub const ALL: [SourceKind; 6] = [
         SourceKind::WaymoV1,
         SourceKind::M3ed,
         SourceKind::WaymoV2,
         SourceKind::KittiBin,
+        SourceKind::Pcd,
+        SourceKind::Npy,
     ];
 
-    /// The name used in configs, data manifests and shards (`waymo-v1`, `waymo-v2`, `m3ed`, `kitti-bin`).
+    /// The name used in configs, data manifests and shards (`waymo-v1`, `waymo-v2`, `m3ed`, `kitti-bin`, `pcd`, `npy`).
     pub fn as_str(self) -> &'static str {
         match self {
             SourceKind::WaymoV1 => "waymo-v1",
             SourceKind::WaymoV2 => "waymo-v2",
             SourceKind::M3ed => "m3ed",
             SourceKind::KittiBin => "kitti-bin",
+            SourceKind::Pcd => "pcd",
+            SourceKind::Npy => "npy",
         }
     }
 }
@@ -61,7 +73,7 @@ impl std::str::FromStr for SourceKind {
         SourceKind::ALL
             .into_iter()
             .find(|k| k.as_str() == s)
-            .ok_or_else(|| format!("unknown source kind `{s}` (known: waymo-v1, waymo-v2, m3ed, kitti-bin)"))
+            .ok_or_else(|| format!("unknown source kind `{s}` (known: waymo-v1, waymo-v2, m3ed, kitti-bin, pcd, npy)"))
     }
 }
 
@@ -75,6 +87,10 @@ pub struct SourceOptions {
     pub m3ed: M3edConfig,
     /// The KITTI `.bin` reader.
     pub kitti: KittiConfig,
+    /// The PCD reader.
+    pub pcd: PcdConfig,
+    /// The `.npy` reader.
+    pub npy: NpyConfig,
 }
 
 /// Opens `path` with the reader of `kind`, or, when `kind` is `None`, with the first reader that
@@ -97,7 +113,7 @@ pub fn open(path: &Path, kind: Option<SourceKind>, options: &SourceOptions) -> R
     }
     Err(SourceError::Incompatible {
         path: path.to_path_buf(),
-        kind: "Waymo v1 TFRecord, Waymo v2 folder, M3ED HDF5 or KITTI .bin",
+        kind: "Waymo v1 TFRecord, Waymo v2 folder, M3ED HDF5, KITTI .bin, PCD or .npy",
     })
 }
 
@@ -107,6 +123,8 @@ fn open_kind(path: &Path, kind: SourceKind, options: &SourceOptions) -> Result<B
         SourceKind::WaymoV2 => Box::new(WaymoV2Source::open(path, options.waymo.clone())?),
         SourceKind::M3ed => Box::new(M3edSource::open(path, options.m3ed.clone())?),
         SourceKind::KittiBin => Box::new(KittiBinSource::open(path, options.kitti.clone())?),
+        SourceKind::Pcd => Box::new(PcdSource::open(path, options.pcd.clone())?),
+        SourceKind::Npy => Box::new(NpySource::open(path, options.npy.clone())?),
     })
 }
 

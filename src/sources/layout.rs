@@ -376,7 +376,14 @@ impl PointLayout {
             ));
         }
         let n = width * height;
-        let record = |p: usize| (p / width.max(1)) * row_step + (p % width.max(1)) * self.point_step;
+        // One row (every unorganized cloud) needs no division per value.
+        let record = |p: usize| {
+            if height == 1 {
+                p * self.point_step
+            } else {
+                (p / width.max(1)) * row_step + (p % width.max(1)) * self.point_step
+            }
+        };
         let read = |f: &Field, p: usize| -> f64 { read_scalar(bytes, record(p) + f.offset, f.scalar, self.big_endian) };
         let column = |k: usize| -> Vec<f32> {
             let f = &self.fields[k];
@@ -434,6 +441,7 @@ fn is_padding(name: &str) -> bool {
 }
 
 /// Reads one scalar at `at`; the layout check guarantees it is in bounds.
+#[inline(always)]
 fn read_scalar(bytes: &[u8], at: usize, scalar: Scalar, big_endian: bool) -> f64 {
     fn take<const N: usize>(bytes: &[u8], at: usize, big_endian: bool) -> [u8; N] {
         let mut b = [0u8; N];
