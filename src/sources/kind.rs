@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::kitti::{KittiBinSource, KittiConfig};
 use super::m3ed::{M3edConfig, M3edSource};
+use super::mcap::{McapConfig, McapSource};
 use super::waymo::{WaymoConfig, WaymoV1Source, WaymoV2Source};
 use super::{Source, SourceError};
 
@@ -26,15 +27,19 @@ pub enum SourceKind {
     /// A KITTI-style `.bin` sweep or a folder of them.
     #[serde(rename = "kitti-bin")]
     KittiBin,
+    /// A ROS 2 bag in MCAP (`*.mcap`) with `sensor_msgs/PointCloud2` sweeps.
+    #[serde(rename = "mcap")]
+    Mcap,
 }
 
 impl SourceKind {
     /// Every kind, in the order [`open`] tries them.
-    pub const ALL: [SourceKind; 4] = [
+    pub const ALL: [SourceKind; 5] = [
         SourceKind::WaymoV1,
         SourceKind::M3ed,
         SourceKind::WaymoV2,
         SourceKind::KittiBin,
+        SourceKind::Mcap,
     ];
 
     /// The name used in configs, data manifests and shards (`waymo-v1`, `waymo-v2`, `m3ed`, `kitti-bin`).
@@ -44,6 +49,7 @@ impl SourceKind {
             SourceKind::WaymoV2 => "waymo-v2",
             SourceKind::M3ed => "m3ed",
             SourceKind::KittiBin => "kitti-bin",
+            SourceKind::Mcap => "mcap",
         }
     }
 }
@@ -61,7 +67,7 @@ impl std::str::FromStr for SourceKind {
         SourceKind::ALL
             .into_iter()
             .find(|k| k.as_str() == s)
-            .ok_or_else(|| format!("unknown source kind `{s}` (known: waymo-v1, waymo-v2, m3ed, kitti-bin)"))
+            .ok_or_else(|| format!("unknown source kind `{s}` (known: waymo-v1, waymo-v2, m3ed, kitti-bin, mcap)"))
     }
 }
 
@@ -75,6 +81,8 @@ pub struct SourceOptions {
     pub m3ed: M3edConfig,
     /// The KITTI `.bin` reader.
     pub kitti: KittiConfig,
+    /// The ROS 2 MCAP reader.
+    pub mcap: McapConfig,
 }
 
 /// Opens `path` with the reader of `kind`, or, when `kind` is `None`, with the first reader that
@@ -97,7 +105,7 @@ pub fn open(path: &Path, kind: Option<SourceKind>, options: &SourceOptions) -> R
     }
     Err(SourceError::Incompatible {
         path: path.to_path_buf(),
-        kind: "Waymo v1 TFRecord, Waymo v2 folder, M3ED HDF5 or KITTI .bin",
+        kind: "Waymo v1 TFRecord, Waymo v2 folder, M3ED HDF5, KITTI .bin or ROS 2 MCAP",
     })
 }
 
@@ -107,6 +115,7 @@ fn open_kind(path: &Path, kind: SourceKind, options: &SourceOptions) -> Result<B
         SourceKind::WaymoV2 => Box::new(WaymoV2Source::open(path, options.waymo.clone())?),
         SourceKind::M3ed => Box::new(M3edSource::open(path, options.m3ed.clone())?),
         SourceKind::KittiBin => Box::new(KittiBinSource::open(path, options.kitti.clone())?),
+        SourceKind::Mcap => Box::new(McapSource::open(path, options.mcap.clone())?),
     })
 }
 

@@ -5,6 +5,7 @@ mod kind;
 pub mod kitti;
 pub mod layout;
 pub mod m3ed;
+pub mod mcap;
 
 use std::path::{Path, PathBuf};
 
