@@ -329,7 +329,7 @@ impl PointLayout {
 
     /// Decodes `bytes`, which must be a whole number of records.
     pub fn decode(&self, bytes: &[u8], non_finite: NonFinite) -> Result<Decoded, LayoutError> {
-        if bytes.len() % self.point_step != 0 {
+        if !bytes.len().is_multiple_of(self.point_step) {
             let whole = bytes.len() / self.point_step * self.point_step;
             return Err(LayoutError::at(
                 whole,

@@ -21,7 +21,7 @@ use nalgebra::{Isometry3, UnitQuaternion};
 use serde::{Deserialize, Serialize};
 
 use self::msgs::{CameraInfo, CompressedImage, Header, Image, Imu, Odometry, PointCloud2, RosMessage, TfMessage};
-use self::tf::{TfTree, Track};
+use self::tf::{DynamicEdges, TfTree, Track};
 use crate::frame::{CameraAxes, CameraCalibration, CameraView, Frame, ImageData, ImuSample, Platform};
 use crate::sources::layout::{Decoded, NonFinite};
 use crate::sources::{OnCorrupt, SequenceMeta, SkippedRecord, Source, SourceError};
@@ -192,11 +192,14 @@ struct Located {
 /// A small message decoded at open.
 #[derive(Debug, Clone)]
 enum Small {
-    Imu(Imu),
-    Odometry(Odometry),
+    Imu(Box<Imu>),
+    Odometry(Box<Odometry>),
     Tf(TfMessage),
-    CameraInfo(CameraInfo),
+    CameraInfo(Box<CameraInfo>),
 }
+
+/// What [`chunk_records`] calls with each record: offset in the chunk, opcode, body.
+type RecordFn<'f> = dyn FnMut(u64, u8, &[u8]) -> Result<(), String> + 'f;
 
 /// A chunk that could not be read, and the messages its index says it held.
 #[derive(Debug, Clone)]
@@ -327,11 +330,7 @@ fn message_parts(body: &[u8]) -> Option<(u16, u64, &[u8])> {
 
 /// Calls `f(offset, opcode, body)` for each record of a chunk's body, decompressing it; the chunk's
 /// CRC is checked at the end, so a caller keeps what `f` saw only when this returns `Ok`.
-fn chunk_records(
-    body: &[u8],
-    limit: u64,
-    f: &mut dyn FnMut(u64, u8, &[u8]) -> Result<(), String>,
-) -> Result<(), String> {
+fn chunk_records(body: &[u8], limit: u64, f: &mut RecordFn<'_>) -> Result<(), String> {
     // Chunk body: start, end (u64), uncompressed size (u64), crc (u32), compression, …
     let uncompressed = le_u64(body, 16).ok_or("chunk header is truncated")?;
     if uncompressed > limit {
@@ -440,10 +439,10 @@ impl Scan {
                     return Ok(());
                 }
                 let decoded = match kind {
-                    Kind::Imu => Imu::decode(data).map(Small::Imu),
-                    Kind::Odometry => Odometry::decode(data).map(Small::Odometry),
+                    Kind::Imu => Imu::decode(data).map(|m| Small::Imu(Box::new(m))),
+                    Kind::Odometry => Odometry::decode(data).map(|m| Small::Odometry(Box::new(m))),
                     Kind::Tf => TfMessage::decode(data).map(Small::Tf),
-                    _ => CameraInfo::decode(data).map(Small::CameraInfo),
+                    _ => CameraInfo::decode(data).map(|m| Small::CameraInfo(Box::new(m))),
                 };
                 match decoded {
                     Ok(m) => self.small.push((channel, log_time, m)),
@@ -811,13 +810,13 @@ impl McapSource {
         let mut imu_msgs = Vec::new();
         let mut odom_msgs = Vec::new();
         let mut tree = TfTree::default();
-        let mut dynamic: HashMap<String, (String, Vec<(i64, Isometry3<f64>)>)> = HashMap::new();
+        let mut dynamic: DynamicEdges = HashMap::new();
         let mut infos: Vec<Vec<(i64, CameraInfo)>> = vec![Vec::new(); camera_topics.len()];
         let mut bad_transforms = 0usize;
         for (channel, _, m) in small {
             match m {
-                Small::Imu(m) if imu_channels.contains(&channel) => imu_msgs.push(m),
-                Small::Odometry(m) if odom_channels.contains(&channel) => odom_msgs.push(m),
+                Small::Imu(m) if imu_channels.contains(&channel) => imu_msgs.push(*m),
+                Small::Odometry(m) if odom_channels.contains(&channel) => odom_msgs.push(*m),
                 Small::Tf(m) if tf_static_channels.contains(&channel) => {
                     for t in m.transforms {
                         match t.transform.isometry() {
@@ -840,7 +839,7 @@ impl McapSource {
                 }
                 Small::CameraInfo(m) => {
                     if let Some(list) = info_channels.get(&channel).and_then(|&k| infos.get_mut(k)) {
-                        list.push((m.header.stamp.micros(), m));
+                        list.push((m.header.stamp.micros(), *m));
                     }
                 }
                 _ => {}

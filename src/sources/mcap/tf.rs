@@ -5,6 +5,12 @@ use std::collections::HashMap;
 
 use nalgebra::{Isometry3, Translation3};
 
+/// Timed pose samples `(µs, pose)`.
+pub(crate) type Samples = Vec<(i64, Isometry3<f64>)>;
+
+/// Timed edges by child frame: `child → (parent, samples)`.
+pub(crate) type DynamicEdges = HashMap<String, (String, Samples)>;
+
 /// Poses sorted by time (µs), interpolated between neighbours (translation linear, rotation slerp).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Track {
@@ -14,7 +20,7 @@ pub(crate) struct Track {
 
 impl Track {
     /// A track from `(time, pose)` samples in any order; of two samples at one time the later one is kept.
-    pub(crate) fn new(mut samples: Vec<(i64, Isometry3<f64>)>) -> Self {
+    pub(crate) fn new(mut samples: Samples) -> Self {
         samples.sort_by_key(|s| s.0);
         let mut track = Track::default();
         for (t, pose) in samples {
@@ -77,7 +83,7 @@ impl TfTree {
     }
 
     /// Adds timed edges (`child → (parent, samples)`); a child with a fixed edge keeps it.
-    pub(crate) fn add_dynamic(&mut self, edges: HashMap<String, (String, Vec<(i64, Isometry3<f64>)>)>) {
+    pub(crate) fn add_dynamic(&mut self, edges: DynamicEdges) {
         for (child, (parent, samples)) in edges {
             self.edges
                 .entry(child)
