@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::kitti::{KittiBinSource, KittiConfig};
 use super::m3ed::{M3edConfig, M3edSource};
+use super::mcap::{McapConfig, McapSource};
 use super::npy::{NpyConfig, NpySource};
 use super::pcd::{PcdConfig, PcdSource};
 use super::waymo::{WaymoConfig, WaymoV1Source, WaymoV2Source};
@@ -34,20 +35,24 @@ pub enum SourceKind {
     /// A NumPy `.npy` sweep or a folder of them.
     #[serde(rename = "npy")]
     Npy,
+    /// A ROS 2 bag in MCAP (`*.mcap`) with `sensor_msgs/PointCloud2` sweeps.
+    #[serde(rename = "mcap")]
+    Mcap,
 }
 
 impl SourceKind {
     /// Every kind, in the order [`open`] tries them.
-    pub const ALL: [SourceKind; 6] = [
+    pub const ALL: [SourceKind; 7] = [
         SourceKind::WaymoV1,
         SourceKind::M3ed,
         SourceKind::WaymoV2,
         SourceKind::KittiBin,
         SourceKind::Pcd,
         SourceKind::Npy,
+        SourceKind::Mcap,
     ];
 
-    /// The name used in configs, data manifests and shards (`waymo-v1`, `waymo-v2`, `m3ed`, `kitti-bin`, `pcd`, `npy`).
+    /// The name used in configs, data manifests and shards (`waymo-v1`, `waymo-v2`, `m3ed`, `kitti-bin`, `pcd`, `npy`, `mcap`).
     pub fn as_str(self) -> &'static str {
         match self {
             SourceKind::WaymoV1 => "waymo-v1",
@@ -56,6 +61,7 @@ impl SourceKind {
             SourceKind::KittiBin => "kitti-bin",
             SourceKind::Pcd => "pcd",
             SourceKind::Npy => "npy",
+            SourceKind::Mcap => "mcap",
         }
     }
 }
@@ -70,10 +76,9 @@ impl std::str::FromStr for SourceKind {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        SourceKind::ALL
-            .into_iter()
-            .find(|k| k.as_str() == s)
-            .ok_or_else(|| format!("unknown source kind `{s}` (known: waymo-v1, waymo-v2, m3ed, kitti-bin, pcd, npy)"))
+        SourceKind::ALL.into_iter().find(|k| k.as_str() == s).ok_or_else(|| {
+            format!("unknown source kind `{s}` (known: waymo-v1, waymo-v2, m3ed, kitti-bin, pcd, npy, mcap)")
+        })
     }
 }
 
@@ -91,6 +96,8 @@ pub struct SourceOptions {
     pub pcd: PcdConfig,
     /// The `.npy` reader.
     pub npy: NpyConfig,
+    /// The ROS 2 MCAP reader.
+    pub mcap: McapConfig,
 }
 
 /// Opens `path` with the reader of `kind`, or, when `kind` is `None`, with the first reader that
@@ -113,7 +120,7 @@ pub fn open(path: &Path, kind: Option<SourceKind>, options: &SourceOptions) -> R
     }
     Err(SourceError::Incompatible {
         path: path.to_path_buf(),
-        kind: "Waymo v1 TFRecord, Waymo v2 folder, M3ED HDF5, KITTI .bin, PCD or .npy",
+        kind: "Waymo v1 TFRecord, Waymo v2 folder, M3ED HDF5, KITTI .bin, PCD, .npy or ROS 2 MCAP",
     })
 }
 
@@ -125,6 +132,7 @@ fn open_kind(path: &Path, kind: SourceKind, options: &SourceOptions) -> Result<B
         SourceKind::KittiBin => Box::new(KittiBinSource::open(path, options.kitti.clone())?),
         SourceKind::Pcd => Box::new(PcdSource::open(path, options.pcd.clone())?),
         SourceKind::Npy => Box::new(NpySource::open(path, options.npy.clone())?),
+        SourceKind::Mcap => Box::new(McapSource::open(path, options.mcap.clone())?),
     })
 }
 

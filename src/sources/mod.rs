@@ -1,10 +1,11 @@
-//! Reads Waymo, M3ED, KITTI-style, PCD and NumPy `.npy` logs into `Frame`s with random access. A source knows its file format and
-//! nothing else: it knows no detector, tracker or shard schema. Every reader sits behind [`Source`].
+//! Reads Waymo, M3ED, KITTI-style, PCD, NumPy `.npy` and ROS 2 MCAP logs into `Frame`s with random
+//! access. A source knows its file format and nothing else: it knows no detector, tracker or shard schema. Every reader sits behind [`Source`].
 
 mod kind;
 pub mod kitti;
 pub mod layout;
 pub mod m3ed;
+pub mod mcap;
 pub mod npy;
 pub mod pcd;
 pub mod poses;
