@@ -376,34 +376,66 @@ impl PointLayout {
             ));
         }
         let n = width * height;
-        // One row (every unorganized cloud) needs no division per value.
-        let record = |p: usize| {
-            if height == 1 {
-                p * self.point_step
-            } else {
-                (p / width.max(1)) * row_step + (p % width.max(1)) * self.point_step
-            }
-        };
-        let read = |f: &Field, p: usize| -> f64 { read_scalar(bytes, record(p) + f.offset, f.scalar, self.big_endian) };
-        let column = |k: usize| -> Vec<f32> {
-            let f = &self.fields[k];
-            (0..n).map(|p| read(f, p) as f32).collect()
-        };
-        let [x, y, z] = self.xyz.map(column);
-        let intensity = self.intensity.map_or_else(|| vec![0.0; n], column);
-        let mut channels = Vec::new();
+        let record = |p: usize| (p / width.max(1)) * row_step + (p % width.max(1)) * self.point_step;
+        // Every column is filled block by block (a row, or 4096 records of one row), so each
+        // block's records are read from cache once for all fields.
+        let mut columns: Vec<(usize, Out)> = Vec::new();
+        for k in self.xyz.into_iter().chain(self.intensity) {
+            columns.push((k, Out::F32(Vec::with_capacity(n))));
+        }
         for (k, f) in self.fields.iter().enumerate() {
             if self.xyz.contains(&k) || Some(k) == self.intensity || f.count != 1 || is_padding(&f.name) {
                 continue;
             }
-            let data = match f.scalar {
-                Scalar::F32 | Scalar::F64 => ChannelData::F32((0..n).map(|p| read(f, p) as f32).collect()),
-                Scalar::U8 => ChannelData::U8((0..n).map(|p| read(f, p) as u8).collect()),
-                Scalar::U16 => ChannelData::U16((0..n).map(|p| read(f, p) as u16).collect()),
-                Scalar::U32 => ChannelData::U32((0..n).map(|p| read(f, p) as u32).collect()),
-                Scalar::I8 | Scalar::I16 | Scalar::I32 => ChannelData::I64((0..n).map(|p| read(f, p) as i64).collect()),
+            let out = match f.scalar {
+                Scalar::F32 | Scalar::F64 => Out::F32(Vec::with_capacity(n)),
+                Scalar::U8 => Out::U8(Vec::with_capacity(n)),
+                Scalar::U16 => Out::U16(Vec::with_capacity(n)),
+                Scalar::U32 => Out::U32(Vec::with_capacity(n)),
+                Scalar::I8 | Scalar::I16 | Scalar::I32 => Out::I64(Vec::with_capacity(n)),
             };
-            channels.push((f.name.clone(), data));
+            columns.push((k, out));
+        }
+        const BLOCK: usize = 4096;
+        for r in 0..height {
+            let mut p0 = 0;
+            while p0 < width {
+                let p1 = (p0 + BLOCK).min(width);
+                let start = r * row_step + p0 * self.point_step;
+                let Some(block) = bytes.get(start..start + (p1 - p0) * self.point_step) else {
+                    break;
+                };
+                let block = Records {
+                    bytes: block,
+                    point_step: self.point_step,
+                    big_endian: self.big_endian,
+                };
+                for (k, out) in &mut columns {
+                    block.fill(&self.fields[*k], out);
+                }
+                p0 = p1;
+            }
+        }
+        let mut columns = columns.into_iter();
+        let mut next_f32 = || match columns.next() {
+            Some((_, Out::F32(v))) => v,
+            _ => Vec::new(),
+        };
+        let (x, y, z) = (next_f32(), next_f32(), next_f32());
+        let intensity = if self.intensity.is_some() { next_f32() } else { vec![0.0; n] };
+        let channels: Vec<(String, ChannelData)> = columns
+            .map(|(k, out)| (self.fields[k].name.clone(), out.into_channel()))
+            .collect();
+        let all_finite = [&x, &y, &z].iter().all(|c| c.iter().all(|v| v.is_finite()));
+        if all_finite {
+            let mut cloud = PointCloud::from_columns(x, y, z, intensity).map_err(|e| LayoutError::new(e.to_string()))?;
+            for (name, data) in channels {
+                cloud.add_channel(name, data).map_err(|e| LayoutError::new(e.to_string()))?;
+            }
+            return Ok(Decoded {
+                cloud,
+                dropped_non_finite: 0,
+            });
         }
         let keep: Vec<bool> = (0..n)
             .map(|p| x[p].is_finite() && y[p].is_finite() && z[p].is_finite())
@@ -438,6 +470,79 @@ impl PointLayout {
 
 fn is_padding(name: &str) -> bool {
     name.is_empty() || name == "_"
+}
+
+/// A column being decoded.
+enum Out {
+    F32(Vec<f32>),
+    U8(Vec<u8>),
+    U16(Vec<u16>),
+    U32(Vec<u32>),
+    I64(Vec<i64>),
+}
+
+impl Out {
+    fn into_channel(self) -> ChannelData {
+        match self {
+            Out::F32(v) => ChannelData::F32(v),
+            Out::U8(v) => ChannelData::U8(v),
+            Out::U16(v) => ChannelData::U16(v),
+            Out::U32(v) => ChannelData::U32(v),
+            Out::I64(v) => ChannelData::I64(v),
+        }
+    }
+}
+
+/// Consecutive records of one row; the layout check guarantees every field of every record is
+/// in bounds.
+struct Records<'a> {
+    bytes: &'a [u8],
+    point_step: usize,
+    big_endian: bool,
+}
+
+impl Records<'_> {
+    /// Appends every record's `N` bytes at `offset` (in little-endian order), converted.
+    #[inline(always)]
+    fn gather<T, const N: usize>(&self, offset: usize, convert: impl Fn([u8; N]) -> T, out: &mut Vec<T>) {
+        for record in self.bytes.chunks_exact(self.point_step) {
+            let mut b = [0u8; N];
+            if let Some(src) = record.get(offset..offset + N) {
+                b.copy_from_slice(src);
+            }
+            if self.big_endian {
+                b.reverse();
+            }
+            out.push(convert(b));
+        }
+    }
+
+    /// Appends every record's value of `field`, converted from f64.
+    fn map<T>(&self, field: &Field, convert: impl Fn(f64) -> T, out: &mut Vec<T>) {
+        // `gather` has put the bytes in little-endian order already.
+        let scalar = field.scalar;
+        match scalar.size() {
+            1 => self.gather(field.offset, |b: [u8; 1]| convert(read_scalar(&b, 0, scalar, false)), out),
+            2 => self.gather(field.offset, |b: [u8; 2]| convert(read_scalar(&b, 0, scalar, false)), out),
+            4 => self.gather(field.offset, |b: [u8; 4]| convert(read_scalar(&b, 0, scalar, false)), out),
+            _ => self.gather(field.offset, |b: [u8; 8]| convert(read_scalar(&b, 0, scalar, false)), out),
+        }
+    }
+
+    /// Appends every record's value of `field` to its column (same-type values copied as they are).
+    fn fill(&self, field: &Field, out: &mut Out) {
+        match (field.scalar, out) {
+            (Scalar::F32, Out::F32(v)) => self.gather(field.offset, f32::from_le_bytes, v),
+            (_, Out::F32(v)) => self.map(field, |x| x as f32, v),
+            (Scalar::U8, Out::U8(v)) => self.gather(field.offset, |[b]: [u8; 1]| b, v),
+            (Scalar::U16, Out::U16(v)) => self.gather(field.offset, u16::from_le_bytes, v),
+            (Scalar::U32, Out::U32(v)) => self.gather(field.offset, u32::from_le_bytes, v),
+            (_, Out::I64(v)) => self.map(field, |x| x as i64, v),
+            (_, Out::U8(v)) => self.map(field, |x| x as u8, v),
+            (_, Out::U16(v)) => self.map(field, |x| x as u16, v),
+            (_, Out::U32(v)) => self.map(field, |x| x as u32, v),
+        }
+    }
 }
 
 /// Reads one scalar at `at`; the layout check guarantees it is in bounds.

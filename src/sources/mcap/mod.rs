@@ -328,9 +328,10 @@ fn message_parts(body: &[u8]) -> Option<(u16, u64, &[u8])> {
     Some((le_u16(body, 0)?, le_u64(body, 6)?, body.get(22..)?))
 }
 
-/// Calls `f(offset, opcode, body)` for each record of a chunk's body, decompressing it; the chunk's
-/// CRC is checked at the end, so a caller keeps what `f` saw only when this returns `Ok`.
-fn chunk_records(body: &[u8], limit: u64, f: &mut RecordFn<'_>) -> Result<(), String> {
+/// Calls `f(offset, opcode, body)` for each record of a chunk's body, decompressing it; with
+/// `check_crc` the chunk's CRC is checked at the end, so a caller keeps what `f` saw only when this
+/// returns `Ok`. The index checks every chunk's CRC once at open; a frame read does not again.
+fn chunk_records(body: &[u8], limit: u64, check_crc: bool, f: &mut RecordFn<'_>) -> Result<(), String> {
     // Chunk body: start, end (u64), uncompressed size (u64), crc (u32), compression, …
     let uncompressed = le_u64(body, 16).ok_or("chunk header is truncated")?;
     if uncompressed > limit {
@@ -343,7 +344,7 @@ fn chunk_records(body: &[u8], limit: u64, f: &mut RecordFn<'_>) -> Result<(), St
         LinearReaderOptions::default()
             .with_skip_start_magic(true)
             .with_skip_end_magic(true)
-            .with_validate_chunk_crcs(true)
+            .with_validate_chunk_crcs(check_crc)
             .with_record_length_limit(limit),
     );
     let mut head = [0u8; 9];
@@ -482,7 +483,7 @@ impl Scan {
             ..Scan::default()
         };
         let result = body.and_then(|body| {
-            chunk_records(&body, config.max_chunk_bytes, &mut |offset, opcode, data| {
+            chunk_records(&body, config.max_chunk_bytes, true, &mut |offset, opcode, data| {
                 part.record(opcode, data, Loc::Chunk { chunk, offset }, config.max_message_bytes)
             })
         });
@@ -1057,7 +1058,7 @@ impl McapSource {
                 let body = read_record(&mut file, c.offset, op::CHUNK, self.config.max_chunk_bytes)?;
                 let mut f = Some(f);
                 let mut out = None;
-                chunk_records(&body, self.config.max_chunk_bytes, &mut |at, opcode, data| {
+                chunk_records(&body, self.config.max_chunk_bytes, false, &mut |at, opcode, data| {
                     if at == offset && opcode == op::MESSAGE {
                         let (_, _, data) = message_parts(data).ok_or("message record is truncated")?;
                         if data.len() as u64 > limit {
