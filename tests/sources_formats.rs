@@ -1,16 +1,21 @@
 //! Issue 20: one simulated log written in every format boxlayer reads reads back the same, and
 //! `detect` gives the same boxes for the same points whatever the format. Simulated drone and
 //! quadruped logs (M3ED HDF5: sweeps, poses, IMU, a camera) and a car segment (Waymo v1 TFRecord) are
-//! read natively, their frames written as a KITTI sequence folder (and by the other writers), read
-//! back, compared field by field with the native frames, and run through a bundled detector with
-//! `detect_file`, the function behind `boxlayer detect`.
+//! read natively, their frames written as a KITTI sequence folder, PCD files (binary, ascii,
+//! binary_compressed), `.npy` arrays and a ROS 2 MCAP bag, read back, and run through a bundled
+//! detector with `detect_file`, the function behind `boxlayer detect` (the PCD, NumPy and MCAP
+//! round trips field by field are `tests/pcd_npy_sources.rs` and `tests/mcap_source.rs`).
 
 use std::path::{Path, PathBuf};
 
+use boxlayer::cloud::PointCloud;
 use boxlayer::detect::{DetectInput, detect_file};
 use boxlayer::frame::{Distortion, Frame, Platform};
 use boxlayer::sim::{SimConfig, WaymoWriteOptions, simulate_m3ed, simulate_waymo_with};
 use boxlayer::sources::kitti::{KittiBinSource, KittiConfig, write_kitti_sequence};
+use boxlayer::sources::mcap::{BagWriteOptions, write_bag};
+use boxlayer::sources::npy::write_npy;
+use boxlayer::sources::pcd::{PcdEncoding, write_pcd};
 use boxlayer::sources::{Source, SourceOptions, open};
 
 const SWEEPS: usize = 3;
@@ -71,6 +76,12 @@ fn assert_same_pose(a: &Frame, b: &Frame, what: &str) {
         "{what}: pose rotation off by {} rad",
         d.rotation.angle()
     );
+}
+
+/// The frame's x, y, z and intensity alone (what every format carries).
+fn base_cloud(frame: &Frame) -> PointCloud {
+    let c = &frame.cloud;
+    PointCloud::from_columns(c.x().to_vec(), c.y().to_vec(), c.z().to_vec(), c.intensity().to_vec()).unwrap()
 }
 
 /// The boxes `detect` finds on frame `frame` of `path`: box, class and score, bit for bit.
@@ -151,5 +162,26 @@ fn detect_gives_the_same_boxes_for_the_same_points_in_every_format() {
         // One sweep on its own, as `detect` is most often given one.
         let single = kitti.join(format!("velodyne/{frame:06}.bin"));
         assert_eq!(boxes(&single, 0), native, "{name}: one .bin");
+        let pcd = dir.path().join(format!("{name}_pcd"));
+        std::fs::create_dir_all(&pcd).unwrap();
+        for (i, f) in frames.iter().enumerate() {
+            write_pcd(&pcd.join(format!("{i:06}.pcd")), &base_cloud(f), PcdEncoding::Binary).unwrap();
+        }
+        assert_eq!(boxes(&pcd, frame), native, "{name}: PCD binary folder");
+        let last = base_cloud(&frames[frame]);
+        for (file, encoding) in [
+            ("ascii.pcd", PcdEncoding::Ascii),
+            ("lzf.pcd", PcdEncoding::BinaryCompressed),
+        ] {
+            let path = dir.path().join(format!("{name}_{file}"));
+            write_pcd(&path, &last, encoding).unwrap();
+            assert_eq!(boxes(&path, 0), native, "{name}: {file}");
+        }
+        let npy = dir.path().join(format!("{name}.npy"));
+        write_npy(&npy, &last, &["x", "y", "z", "intensity"]).unwrap();
+        assert_eq!(boxes(&npy, 0), native, "{name}: .npy");
+        let bag = dir.path().join(format!("{name}.mcap"));
+        write_bag(&bag, &frames, &BagWriteOptions::default()).unwrap();
+        assert_eq!(boxes(&bag, frame), native, "{name}: MCAP bag");
     }
 }
