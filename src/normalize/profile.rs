@@ -16,7 +16,7 @@ use super::imu::ImuParams;
 use crate::frame::{ObjectClass, Platform};
 
 /// The profiles shipped with boxlayer: `(name, TOML)`.
-const BUILTIN: [(&str, &str); 6] = [
+const BUILTIN: [(&str, &str); 9] = [
     (
         "waymo_vehicle",
         include_str!("../../pipelines/platforms/waymo_vehicle.toml"),
@@ -37,6 +37,12 @@ const BUILTIN: [(&str, &str); 6] = [
     (
         "m3ed_quadruped_3eed",
         include_str!("../../pipelines/platforms/m3ed_quadruped_3eed.toml"),
+    ),
+    ("pcd_vehicle", include_str!("../../pipelines/platforms/pcd_vehicle.toml")),
+    ("npy_vehicle", include_str!("../../pipelines/platforms/npy_vehicle.toml")),
+    (
+        "ros2_mcap_robot",
+        include_str!("../../pipelines/platforms/ros2_mcap_robot.toml"),
     ),
 ];
 
@@ -71,7 +77,7 @@ pub enum ProfileError {
     },
     /// Neither a file nor a shipped profile.
     #[error(
-        "no profile `{0}`: not a file, and not one of waymo_vehicle, m3ed_drone, m3ed_quadruped, kitti_vehicle, m3ed_drone_3eed, m3ed_quadruped_3eed"
+        "no profile `{0}`: not a file, and not one of waymo_vehicle, m3ed_drone, m3ed_quadruped, kitti_vehicle, m3ed_drone_3eed, m3ed_quadruped_3eed, pcd_vehicle, npy_vehicle, ros2_mcap_robot"
     )]
     Unknown(String),
 }

@@ -121,6 +121,7 @@ impl SourceConfig {
         let mut options = self.options.clone();
         options.waymo.on_corrupt = self.on_corrupt;
         options.m3ed.on_corrupt = self.on_corrupt;
+        options.mcap.on_corrupt = self.on_corrupt;
         options
     }
 }
@@ -170,7 +171,8 @@ impl Default for StagesConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct NormalizeConfig {
-    /// `auto` (by the log: Waymo → `waymo_vehicle`, KITTI → `kitti_vehicle`, M3ED drone →
+    /// `auto` (by the log: Waymo → `waymo_vehicle`, KITTI → `kitti_vehicle`, PCD → `pcd_vehicle`,
+    /// `.npy` → `npy_vehicle`, MCAP → `ros2_mcap_robot`, M3ED drone →
     /// `m3ed_drone`, quadruped → `m3ed_quadruped`), a shipped profile's name, or a profile TOML
     /// (relative to the config file).
     pub profile: String,
@@ -427,6 +429,10 @@ impl PipelineConfig {
         let name = match self.normalize.profile.as_str() {
             "auto" if source_kind.starts_with("waymo") => "waymo_vehicle",
             "auto" if source_kind.starts_with("kitti") => "kitti_vehicle",
+            "auto" if source_kind == "pcd" => "pcd_vehicle",
+            "auto" if source_kind == "npy" => "npy_vehicle",
+            // A ROS 2 bag: IMU and ground, odometry only relatively gravity-aligned.
+            "auto" if source_kind == "mcap" => "ros2_mcap_robot",
             "auto" => match platform {
                 Platform::Vehicle => "waymo_vehicle",
                 Platform::Drone => "m3ed_drone",
@@ -644,6 +650,9 @@ mod tests {
             Some("kitti_vehicle")
         );
         assert_eq!(p(Platform::Drone, "m3ed").unwrap().as_deref(), Some("m3ed_drone"));
+        assert_eq!(p(Platform::Vehicle, "pcd").unwrap().as_deref(), Some("pcd_vehicle"));
+        assert_eq!(p(Platform::Vehicle, "npy").unwrap().as_deref(), Some("npy_vehicle"));
+        assert_eq!(p(Platform::Other, "mcap").unwrap().as_deref(), Some("ros2_mcap_robot"));
         assert!(p(Platform::Other, "kitti-bin").is_ok());
         assert!(p(Platform::Other, "m3ed").unwrap_err().to_string().contains("`other`"));
     }

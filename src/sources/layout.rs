@@ -422,15 +422,22 @@ impl PointLayout {
             _ => Vec::new(),
         };
         let (x, y, z) = (next_f32(), next_f32(), next_f32());
-        let intensity = if self.intensity.is_some() { next_f32() } else { vec![0.0; n] };
+        let intensity = if self.intensity.is_some() {
+            next_f32()
+        } else {
+            vec![0.0; n]
+        };
         let channels: Vec<(String, ChannelData)> = columns
             .map(|(k, out)| (self.fields[k].name.clone(), out.into_channel()))
             .collect();
         let all_finite = [&x, &y, &z].iter().all(|c| c.iter().all(|v| v.is_finite()));
         if all_finite {
-            let mut cloud = PointCloud::from_columns(x, y, z, intensity).map_err(|e| LayoutError::new(e.to_string()))?;
+            let mut cloud =
+                PointCloud::from_columns(x, y, z, intensity).map_err(|e| LayoutError::new(e.to_string()))?;
             for (name, data) in channels {
-                cloud.add_channel(name, data).map_err(|e| LayoutError::new(e.to_string()))?;
+                cloud
+                    .add_channel(name, data)
+                    .map_err(|e| LayoutError::new(e.to_string()))?;
             }
             return Ok(Decoded {
                 cloud,
@@ -522,10 +529,26 @@ impl Records<'_> {
         // `gather` has put the bytes in little-endian order already.
         let scalar = field.scalar;
         match scalar.size() {
-            1 => self.gather(field.offset, |b: [u8; 1]| convert(read_scalar(&b, 0, scalar, false)), out),
-            2 => self.gather(field.offset, |b: [u8; 2]| convert(read_scalar(&b, 0, scalar, false)), out),
-            4 => self.gather(field.offset, |b: [u8; 4]| convert(read_scalar(&b, 0, scalar, false)), out),
-            _ => self.gather(field.offset, |b: [u8; 8]| convert(read_scalar(&b, 0, scalar, false)), out),
+            1 => self.gather(
+                field.offset,
+                |b: [u8; 1]| convert(read_scalar(&b, 0, scalar, false)),
+                out,
+            ),
+            2 => self.gather(
+                field.offset,
+                |b: [u8; 2]| convert(read_scalar(&b, 0, scalar, false)),
+                out,
+            ),
+            4 => self.gather(
+                field.offset,
+                |b: [u8; 4]| convert(read_scalar(&b, 0, scalar, false)),
+                out,
+            ),
+            _ => self.gather(
+                field.offset,
+                |b: [u8; 8]| convert(read_scalar(&b, 0, scalar, false)),
+                out,
+            ),
         }
     }
 
