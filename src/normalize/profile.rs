@@ -38,8 +38,14 @@ const BUILTIN: [(&str, &str); 9] = [
         "m3ed_quadruped_3eed",
         include_str!("../../pipelines/platforms/m3ed_quadruped_3eed.toml"),
     ),
-    ("pcd_vehicle", include_str!("../../pipelines/platforms/pcd_vehicle.toml")),
-    ("npy_vehicle", include_str!("../../pipelines/platforms/npy_vehicle.toml")),
+    (
+        "pcd_vehicle",
+        include_str!("../../pipelines/platforms/pcd_vehicle.toml"),
+    ),
+    (
+        "npy_vehicle",
+        include_str!("../../pipelines/platforms/npy_vehicle.toml"),
+    ),
     (
         "ros2_mcap_robot",
         include_str!("../../pipelines/platforms/ros2_mcap_robot.toml"),

@@ -99,7 +99,7 @@ pub struct SourceConfig {
     /// A damaged record or sweep: `skip` it (reported in the manifest's per-frame errors) or
     /// `fail` the sequence (no `_SUCCESS`); default `skip`. Applies to every reader.
     pub on_corrupt: OnCorrupt,
-    /// Reader options (`[source.options.waymo]`, `[source.options.m3ed]`, `[source.options.kitti]`).
+    /// Reader options (`[source.options.waymo]`, `.m3ed`, `.kitti`, `.pcd`, `.npy`, `.mcap`).
     pub options: SourceOptions,
 }
 

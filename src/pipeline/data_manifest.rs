@@ -68,7 +68,7 @@ pub struct SequenceEntry {
     pub name: String,
     /// The dataset's name for it (3EED's `Outdoor_Day_penno_parking_1`); may equal `name`.
     pub dataset_name: String,
-    /// The reader to open it with (`waymo-v1`, `waymo-v2`, `m3ed`, `kitti-bin`).
+    /// The reader to open it with (`waymo-v1`, `waymo-v2`, `m3ed`, `kitti-bin`, `pcd`, `npy`, `mcap`).
     pub source_kind: SourceKind,
     /// Path relative to the data root.
     pub path: PathBuf,

@@ -6,7 +6,7 @@
 //! is a sequence in file name order, stamped from the file names when they all name a time (see
 //! [`stamps_from_names`]) and every 100 ms otherwise. A non-identity `VIEWPOINT` is the sensor's
 //! pose in the file's frame: it becomes `world_from_sensor` and the points are moved into the
-//! sensor frame. `docs/sources_pcd_npy.md` describes the reader exactly.
+//! sensor frame. `docs/sources.md` (PCD and `.npy` sources) describes the reader exactly.
 
 use std::path::{Path, PathBuf};
 
