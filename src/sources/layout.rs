@@ -14,29 +14,41 @@ use thiserror::Error;
 
 use crate::cloud::{ChannelData, PointCloud};
 
-/// A layout that cannot be read, or a record that does not fit its layout.
+/// A layout that cannot be read, a record that does not fit its layout, or a point file that
+/// cannot be read: where (a byte offset, when at one place) and what.
 #[derive(Debug, Clone, PartialEq, Error)]
 #[error("{}{detail}", offset.map(|o| format!("byte {o}: ")).unwrap_or_default())]
 pub struct LayoutError {
-    /// Byte offset in the point data where the problem is, when it is at one place.
+    /// Byte offset (in the point data, or in the file for a file's error) where the problem is.
     pub offset: Option<u64>,
     /// What was wrong.
     pub detail: String,
 }
 
 impl LayoutError {
-    fn new(detail: impl Into<String>) -> Self {
+    /// An error at no one place.
+    pub(crate) fn new(detail: impl Into<String>) -> Self {
         Self {
             offset: None,
             detail: detail.into(),
         }
     }
 
-    fn at(offset: usize, detail: impl Into<String>) -> Self {
+    /// An error at byte `offset`.
+    pub(crate) fn at(offset: usize, detail: impl Into<String>) -> Self {
         Self {
             offset: Some(offset as u64),
             detail: detail.into(),
         }
+    }
+
+    /// This error as a [`SourceError`] of `path`, frame `index`.
+    pub fn into_source_error(self, path: &std::path::Path, index: usize) -> super::SourceError {
+        let location = match self.offset {
+            Some(o) => format!("frame {index} at byte {o}"),
+            None => format!("frame {index}"),
+        };
+        super::SourceError::corrupt(path, location, self.detail)
     }
 }
 

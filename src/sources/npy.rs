@@ -11,7 +11,6 @@ use std::path::{Path, PathBuf};
 
 use nalgebra::Isometry3;
 use serde::{Deserialize, Serialize};
-use thiserror::Error;
 
 use super::layout::{Field, NonFinite, PointLayout, Scalar};
 use super::pcd::{file_frame, interleave, read_file, sequence_files, sequence_meta, stamps_from_names};
@@ -58,32 +57,7 @@ impl Default for NpyConfig {
 }
 
 /// An `.npy` file that cannot be read: where (byte offset in the file, when at one place) and what.
-#[derive(Debug, Clone, PartialEq, Error)]
-#[error("{}{detail}", offset.map(|o| format!("byte {o}: ")).unwrap_or_default())]
-pub struct NpyError {
-    /// Byte offset in the file where the problem is.
-    pub offset: Option<u64>,
-    /// What was wrong.
-    pub detail: String,
-}
-
-impl NpyError {
-    fn at(offset: usize, detail: impl Into<String>) -> Self {
-        Self {
-            offset: Some(offset as u64),
-            detail: detail.into(),
-        }
-    }
-
-    /// This error as a [`SourceError`] of `path`, frame `index`.
-    pub fn into_source_error(self, path: &Path, index: usize) -> SourceError {
-        let location = match self.offset {
-            Some(o) => format!("frame {index} at byte {o}"),
-            None => format!("frame {index}"),
-        };
-        SourceError::corrupt(path, location, self.detail)
-    }
-}
+pub type NpyError = super::layout::LayoutError;
 
 /// A Python literal of an `.npy` header.
 #[derive(Debug, Clone, PartialEq)]

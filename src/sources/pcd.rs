@@ -12,7 +12,6 @@ use std::path::{Path, PathBuf};
 
 use nalgebra::{Isometry3, Quaternion, Translation3, UnitQuaternion};
 use serde::{Deserialize, Serialize};
-use thiserror::Error;
 
 use super::layout::{Field, NonFinite, PointLayout, Scalar};
 use super::{SequenceMeta, Source, SourceError};
@@ -90,39 +89,7 @@ impl PcdEncoding {
 }
 
 /// A PCD file that cannot be read: where (byte offset in the file, when at one place) and what.
-#[derive(Debug, Clone, PartialEq, Error)]
-#[error("{}{detail}", offset.map(|o| format!("byte {o}: ")).unwrap_or_default())]
-pub struct PcdError {
-    /// Byte offset in the file where the problem is.
-    pub offset: Option<u64>,
-    /// What was wrong.
-    pub detail: String,
-}
-
-impl PcdError {
-    fn at(offset: usize, detail: impl Into<String>) -> Self {
-        Self {
-            offset: Some(offset as u64),
-            detail: detail.into(),
-        }
-    }
-
-    fn new(detail: impl Into<String>) -> Self {
-        Self {
-            offset: None,
-            detail: detail.into(),
-        }
-    }
-
-    /// This error as a [`SourceError`] of `path`, frame `index`.
-    pub fn into_source_error(self, path: &Path, index: usize) -> SourceError {
-        let location = match self.offset {
-            Some(o) => format!("frame {index} at byte {o}"),
-            None => format!("frame {index}"),
-        };
-        SourceError::corrupt(path, location, self.detail)
-    }
-}
+pub type PcdError = super::layout::LayoutError;
 
 /// One `FIELDS` entry of a PCD header.
 #[derive(Debug, Clone, PartialEq)]
