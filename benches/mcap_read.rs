@@ -3,6 +3,9 @@
 //! (x, y, z, intensity f32, t u32, reflectivity u16, ring u16, ambient u16, range u32) through the
 //! point layout (no IMU, pose or image in the bag).
 
+#[path = "support/cpu_time.rs"]
+mod cpu_time;
+use cpu_time::ThreadCpuTime;
 use std::hint::black_box;
 use std::time::Duration;
 
@@ -70,7 +73,7 @@ fn sweep(k: usize) -> Frame {
     }
 }
 
-fn bench_read(c: &mut Criterion) {
+fn bench_read(c: &mut Criterion<ThreadCpuTime>) {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("bench.mcap");
     let frames: Vec<Frame> = (0..SWEEPS).map(sweep).collect();
@@ -103,7 +106,11 @@ fn bench_read(c: &mut Criterion) {
 
 criterion_group! {
     name = benches;
-    config = Criterion::default().sample_size(10).measurement_time(Duration::from_secs(5)).warm_up_time(Duration::from_secs(1));
+    config = Criterion::default()
+        .with_measurement(ThreadCpuTime)
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(5))
+        .warm_up_time(Duration::from_secs(1));
     targets = bench_read
 }
 criterion_main!(benches);

@@ -323,6 +323,46 @@ fn read_record(file: &mut File, offset: u64, opcode: u8, limit: u64) -> Result<V
     Ok(body)
 }
 
+/// The decompressed records of a chunk record's body when its codec is read here directly (none,
+/// zstd: one decompression into one buffer); `None` for another (lz4), read through
+/// [`chunk_records`].
+fn chunk_payload(body: &[u8], limit: u64) -> Result<Option<std::borrow::Cow<'_, [u8]>>, String> {
+    // Chunk body: start, end (u64), uncompressed size (u64), crc (u32), compression (string),
+    // records length (u64), records.
+    let truncated = || "chunk header is truncated".to_string();
+    let uncompressed = le_u64(body, 16).ok_or_else(truncated)?;
+    if uncompressed > limit {
+        return Err(format!(
+            "chunk of {uncompressed} uncompressed bytes is over the {limit}-byte limit (`max_chunk_bytes`)"
+        ));
+    }
+    let name_len = body
+        .get(28..32)
+        .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
+        .ok_or_else(truncated)?;
+    let name = body.get(32..32 + name_len).ok_or_else(truncated)?;
+    let at = 32 + name_len;
+    let records_len = le_u64(body, at).ok_or_else(truncated)?;
+    let records = usize::try_from(records_len)
+        .ok()
+        .and_then(|n| body.get(at + 8..(at + 8).checked_add(n)?))
+        .ok_or_else(|| format!("chunk records of {records_len} bytes run past the record"))?;
+    match name {
+        b"" => Ok(Some(std::borrow::Cow::Borrowed(records))),
+        b"zstd" => {
+            let out = zstd::bulk::decompress(records, uncompressed as usize).map_err(|e| format!("zstd: {e}"))?;
+            if out.len() as u64 != uncompressed {
+                return Err(format!(
+                    "chunk decompressed to {} bytes, its header says {uncompressed}",
+                    out.len()
+                ));
+            }
+            Ok(Some(std::borrow::Cow::Owned(out)))
+        }
+        _ => Ok(None),
+    }
+}
+
 /// A message record's body: channel, log time and data.
 fn message_parts(body: &[u8]) -> Option<(u16, u64, &[u8])> {
     Some((le_u16(body, 0)?, le_u64(body, 6)?, body.get(22..)?))
@@ -1056,6 +1096,26 @@ impl McapSource {
             Loc::Chunk { chunk, offset } => {
                 let c = self.chunks.get(chunk).ok_or("chunk not indexed")?;
                 let body = read_record(&mut file, c.offset, op::CHUNK, self.config.max_chunk_bytes)?;
+                if let Some(records) = chunk_payload(&body, self.config.max_chunk_bytes)? {
+                    let at = usize::try_from(offset).map_err(|e| e.to_string())?;
+                    let len = match records.get(at) {
+                        Some(&op::MESSAGE) => le_u64(&records, at + 1),
+                        _ => None,
+                    };
+                    let record = len
+                        .and_then(|n| usize::try_from(n).ok())
+                        .and_then(|n| records.get(at + 9..(at + 9).checked_add(n)?));
+                    let (_, _, data) = record
+                        .and_then(message_parts)
+                        .ok_or_else(|| format!("no message at offset {offset} of the chunk"))?;
+                    if data.len() as u64 > limit {
+                        return Err(format!(
+                            "message of {} bytes is over the {limit}-byte limit (`max_message_bytes`)",
+                            data.len()
+                        ));
+                    }
+                    return f(data);
+                }
                 let mut f = Some(f);
                 let mut out = None;
                 chunk_records(&body, self.config.max_chunk_bytes, false, &mut |at, opcode, data| {
