@@ -162,6 +162,16 @@ fn detect_gives_the_same_boxes_for_the_same_points_in_every_format() {
         // One sweep on its own, as `detect` is most often given one.
         let single = kitti.join(format!("velodyne/{frame:06}.bin"));
         assert_eq!(boxes(&single, 0), native, "{name}: one .bin");
+        // A nuScenes `*.pcd.bin` (five floats a point, the fifth the ring) is read with its own
+        // layout: the same boxes as its first four columns.
+        let nuscenes = dir.path().join(format!("n008__LIDAR_TOP__{name}.pcd.bin"));
+        let c = &frames[frame].cloud;
+        let bytes: Vec<u8> = (0..c.len())
+            .flat_map(|i| [c.x()[i], c.y()[i], c.z()[i], c.intensity()[i], (i % 32) as f32])
+            .flat_map(f32::to_le_bytes)
+            .collect();
+        std::fs::write(&nuscenes, bytes).unwrap();
+        assert_eq!(boxes(&nuscenes, 0), native, "{name}: nuScenes .pcd.bin");
         let pcd = dir.path().join(format!("{name}_pcd"));
         std::fs::create_dir_all(&pcd).unwrap();
         for (i, f) in frames.iter().enumerate() {
