@@ -578,3 +578,82 @@ fn inspect_m3ed(path: &Path, bytes: u64) -> Result<String, InspectError> {
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cloud::PointCloud;
+    use crate::frame::{Frame, Platform};
+    use nalgebra::{Isometry3, Translation3, UnitQuaternion};
+
+    fn frame(i: usize) -> Frame {
+        let cloud = PointCloud::from_columns(
+            vec![1.0, 2.0, f32::NAN, 4.0],
+            vec![0.5; 4],
+            vec![-1.5; 4],
+            vec![0.1, 0.2, 0.3, 0.4],
+        )
+        .unwrap();
+        Frame {
+            sequence: "s".into(),
+            index: i,
+            timestamp_micros: 1_000_000 + i as i64 * 100_000,
+            platform: Platform::Vehicle,
+            cloud,
+            world_from_sensor: Isometry3::from_parts(
+                Translation3::new(2.0 * i as f64, 0.0, 0.0),
+                UnitQuaternion::identity(),
+            ),
+            imu: Vec::new(),
+            cameras: Vec::new(),
+            ground_truth: Vec::new(),
+            notes: Vec::new(),
+        }
+    }
+
+    /// The KITTI, PCD, `.npy` and MCAP readers have no summary of their own: `inspect` gives each
+    /// the generic one (kind, frames, span, first frame's points and notes).
+    #[test]
+    fn every_source_kind_is_summarised() {
+        let dir = tempfile::tempdir().unwrap();
+        let frames: Vec<Frame> = (0..3).map(frame).collect();
+        let kitti = dir.path().join("kitti");
+        crate::sources::kitti::write_kitti_sequence(&kitti, &frames).unwrap();
+        let pcd = dir.path().join("pcd");
+        std::fs::create_dir(&pcd).unwrap();
+        let npy = dir.path().join("npy");
+        std::fs::create_dir(&npy).unwrap();
+        for (i, f) in frames.iter().enumerate() {
+            let p = pcd.join(format!("{i:06}.pcd"));
+            crate::sources::pcd::write_pcd(&p, &f.cloud, crate::sources::pcd::PcdEncoding::Binary).unwrap();
+            crate::sources::npy::write_npy(
+                &npy.join(format!("{i:06}.npy")),
+                &f.cloud,
+                &["x", "y", "z", "intensity"],
+            )
+            .unwrap();
+        }
+        let bag = dir.path().join("run.mcap");
+        crate::sources::mcap::write_bag(&bag, &frames, &crate::sources::mcap::BagWriteOptions::default()).unwrap();
+        for (path, kind) in [(&kitti, "kitti-bin"), (&pcd, "pcd"), (&npy, "npy"), (&bag, "mcap")] {
+            let text = inspect(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            assert!(
+                text.contains(&format!("{kind} log")) && text.contains("3 frames"),
+                "{text}"
+            );
+            assert!(text.contains("frame 0: 3 points"), "{text}");
+            assert!(
+                text.contains("note: 1 point with a non-finite x, y or z dropped"),
+                "{text}"
+            );
+        }
+        // Where the format keeps times and poses, the span and the motion are read back.
+        for path in [&kitti, &bag] {
+            let text = inspect(path).unwrap();
+            assert!(
+                text.contains("time:   0.200 s") && text.contains("moves 4.00 m"),
+                "{text}"
+            );
+        }
+    }
+}
