@@ -409,7 +409,9 @@ impl PointLayout {
             columns.push((k, out));
         }
         const BLOCK: usize = 4096;
-        for r in 0..height {
+        // No records: no row to visit (0 × 4 billion rows of no bytes would loop for nothing).
+        let rows = if width == 0 { 0 } else { height };
+        for r in 0..rows {
             let mut p0 = 0;
             while p0 < width {
                 let p1 = (p0 + BLOCK).min(width);
@@ -643,6 +645,14 @@ mod tests {
         assert_eq!(d.cloud.channel("ring"), Some(&ChannelData::U16(vec![5, 6])));
         assert_eq!(d.cloud.channel("t"), Some(&ChannelData::U32(vec![70, 71])));
         assert_eq!(d.cloud.channels().count(), 2);
+    }
+
+    /// A cloud of 0 × 4 billion records is empty at once, not a walk over empty rows.
+    #[test]
+    fn zero_wide_rows_are_an_empty_cloud() {
+        let layout = PointLayout::packed_f32(&["x", "y", "z"]).unwrap();
+        let d = layout.decode_rows(&[], 0, u32::MAX as usize, 0, NonFinite::Fail).unwrap();
+        assert!(d.cloud.is_empty());
     }
 
     #[test]

@@ -367,6 +367,10 @@ impl Image<'_> {
     /// The pixels as RGB: `rgb8`, `bgr8`, `rgba8`, `bgra8`, `mono8` and `mono16` (high byte) are read.
     pub fn to_rgb(&self) -> Result<RgbImage, String> {
         let (w, h) = (self.width as usize, self.height as usize);
+        // A 0-wide image of 10 M empty rows is no image (found by fuzz/cdr_decode: it looped).
+        if w == 0 || h == 0 {
+            return Err(format!("a {w}×{h} image has no pixels"));
+        }
         let channels = match self.encoding.as_str() {
             "rgb8" | "bgr8" => 3,
             "rgba8" | "bgra8" => 4,
@@ -940,6 +944,21 @@ mod tests {
             ..odom.pose
         };
         assert!(bad.isometry().is_none());
+    }
+
+    /// Found by `fuzz/cdr_decode`: a 0-wide image of millions of rows looped over empty rows.
+    #[test]
+    fn an_image_without_pixels_is_refused_at_once() {
+        let image = Image {
+            header: header(),
+            height: 10_000_000,
+            width: 0,
+            encoding: "8UC1".into(),
+            is_bigendian: 0,
+            step: 0,
+            data: Cow::Borrowed(&[]),
+        };
+        assert_eq!(image.to_rgb().unwrap_err(), "a 0×10000000 image has no pixels");
     }
 
     #[test]
