@@ -651,7 +651,9 @@ mod tests {
     #[test]
     fn zero_wide_rows_are_an_empty_cloud() {
         let layout = PointLayout::packed_f32(&["x", "y", "z"]).unwrap();
-        let d = layout.decode_rows(&[], 0, u32::MAX as usize, 0, NonFinite::Fail).unwrap();
+        let d = layout
+            .decode_rows(&[], 0, u32::MAX as usize, 0, NonFinite::Fail)
+            .unwrap();
         assert!(d.cloud.is_empty());
     }
 
