@@ -26,7 +26,7 @@ pub enum SourceKind {
     /// An M3ED `*_data.h5` file (with `*_pose_gt.h5` beside it).
     #[serde(rename = "m3ed")]
     M3ed,
-    /// A KITTI-style `.bin` sweep or a folder of them.
+    /// A KITTI-style `.bin` sweep, a folder of them, or a KITTI sequence folder (`velodyne/` inside).
     #[serde(rename = "kitti-bin")]
     KittiBin,
     /// A PCL `.pcd` sweep or a folder of them.
