@@ -1,5 +1,6 @@
 //! `boxlayer inspect`: a one-screen summary of any input boxlayer can read. It recognises a file
-//! by its extension and contents and refuses what it cannot read, naming the file.
+//! by its extension and contents (any log a source reads gets at least the generic summary) and
+//! refuses what it cannot read, naming the file and the kinds it knows.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -42,7 +43,7 @@ pub enum InspectError {
 
 /// The input kinds `inspect` understands, for messages and `--help`.
 pub const KNOWN_KINDS: &str = "ONNX models (.onnx), M3ED data files (.h5), Waymo v1 segments (.tfrecord), Waymo v2 split \
-     folders, KITTI .bin sweeps and sequence folders";
+     folders, KITTI .bin sweeps and sequence folders, PCD and .npy files or folders, ROS 2 MCAP bags";
 
 /// Returns a short human-readable summary of the file at `path`.
 pub fn inspect(path: &Path) -> Result<String, InspectError> {

@@ -133,8 +133,8 @@ enum Command {
         #[arg(required = true)]
         shards: Vec<PathBuf>,
     },
-    /// Print a one-screen summary of an input: an ONNX model, a Waymo v1 segment, a Waymo v2
-    /// folder or an M3ED data file; `--check` also decodes every frame of any log a source reads.
+    /// Print a one-screen summary of an input: an ONNX model, or any log a source reads (Waymo,
+    /// M3ED, KITTI, PCD, `.npy`, MCAP); `--check` also decodes every frame of the log.
     Inspect {
         /// The file to summarise.
         file: PathBuf,
