@@ -317,9 +317,15 @@ fn read_record(file: &mut File, offset: u64, opcode: u8, limit: u64) -> Result<V
     if len > limit {
         return Err(format!("record of {len} bytes is over the {limit}-byte limit"));
     }
-    let mut body = vec![0u8; len as usize];
-    file.read_exact(&mut body)
+    // `read_to_end` into exact capacity fills the buffer without zeroing it first.
+    let mut body = Vec::with_capacity(len as usize);
+    let read = file
+        .take(len)
+        .read_to_end(&mut body)
         .map_err(|e| format!("record of {len} bytes: {e}"))?;
+    if read as u64 != len {
+        return Err(format!("record of {len} bytes: the file ends after {read}"));
+    }
     Ok(body)
 }
 
@@ -350,7 +356,7 @@ fn chunk_payload(body: &[u8], limit: u64) -> Result<Option<std::borrow::Cow<'_, 
     match name {
         b"" => Ok(Some(std::borrow::Cow::Borrowed(records))),
         b"zstd" => {
-            let out = zstd::bulk::decompress(records, uncompressed as usize).map_err(|e| format!("zstd: {e}"))?;
+            let out = decompress_zstd(records, uncompressed as usize)?;
             if out.len() as u64 != uncompressed {
                 return Err(format!(
                     "chunk decompressed to {} bytes, its header says {uncompressed}",
@@ -361,6 +367,25 @@ fn chunk_payload(body: &[u8], limit: u64) -> Result<Option<std::borrow::Cow<'_, 
         }
         _ => Ok(None),
     }
+}
+
+/// Decompresses one zstd chunk into `capacity` bytes, with this thread's decompression context
+/// (made once per thread, not once per chunk).
+fn decompress_zstd(records: &[u8], capacity: usize) -> Result<Vec<u8>, String> {
+    thread_local! {
+        static CONTEXT: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> =
+            const { std::cell::RefCell::new(None) };
+    }
+    CONTEXT.with(|context| {
+        let mut context = context.borrow_mut();
+        let decompressor = match context.as_mut() {
+            Some(d) => d,
+            None => context.insert(zstd::bulk::Decompressor::new().map_err(|e| format!("zstd: {e}"))?),
+        };
+        decompressor
+            .decompress(records, capacity)
+            .map_err(|e| format!("zstd: {e}"))
+    })
 }
 
 /// A message record's body: channel, log time and data.
