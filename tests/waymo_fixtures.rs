@@ -97,9 +97,11 @@ fn projected_lidar_labels_are_reproduced_by_the_camera_model() {
     let mut all_errors = Vec::new();
     let mut visible_errors = Vec::new();
     let mut unmatched = 0;
+    let mut per_camera: Vec<(String, Vec<f64>)> = Vec::new();
     for camera_labels in &projected {
         let camera_name = boxlayer::sources::waymo::proto::camera_name_str(camera_labels.name.unwrap());
         let camera = frame.cameras.iter().find(|c| c.name == camera_name).unwrap();
+        per_camera.push((camera_name.to_string(), Vec::new()));
         for label in &camera_labels.labels {
             let id = label.id.as_deref().unwrap();
             let laser_id = id
@@ -128,6 +130,9 @@ fn projected_lidar_labels_are_reproduced_by_the_camera_model() {
                 );
             }
             all_errors.push(err);
+            if let Some((_, errors)) = per_camera.last_mut() {
+                errors.push(err);
+            }
             if p.corners_projected == 8 && p.in_image_fraction == 1.0 {
                 visible_errors.push(err);
             }
@@ -147,6 +152,14 @@ fn projected_lidar_labels_are_reproduced_by_the_camera_model() {
          max {max_all:.3} px; fully visible {n_visible}: median {median_visible:.3} px, max {max_visible:.3} px"
     );
     assert!(n_all > 20 && n_visible >= 10, "{n_all} {n_visible}");
+    // Every one of the five cameras, not only their pool, within 1 px median.
+    assert_eq!(per_camera.len(), 5);
+    for (camera, errors) in &mut per_camera {
+        assert!(!errors.is_empty(), "{camera}: no label projected");
+        let m = median(errors);
+        println!("{camera}: {} labels, median {m:.3} px", errors.len());
+        assert!(m < 1.0, "{camera}: median {m} px");
+    }
     assert!(median_all < 1.0, "median over all matched labels {median_all} px");
     assert!(
         median_visible < 1.0,

@@ -23,9 +23,10 @@ const EDGE_BISECTION_STEPS: usize = 40;
 /// Pixel of a point in the camera's own frame, or `None` behind the camera or where the
 /// distortion model is invalid. The pixel may lie outside the image.
 pub fn project_point_in_camera(calibration: &CameraCalibration, point_in_camera: &Point3<f64>) -> Option<Point2<f64>> {
-    let (depth, u, v) = match calibration.axes {
-        CameraAxes::Waymo => (point_in_camera.x, -point_in_camera.y, -point_in_camera.z),
-        CameraAxes::OpenCv => (point_in_camera.z, point_in_camera.x, point_in_camera.y),
+    let depth = depth_in_camera(calibration, point_in_camera);
+    let (u, v) = match calibration.axes {
+        CameraAxes::Waymo => (-point_in_camera.y, -point_in_camera.z),
+        CameraAxes::OpenCv => (point_in_camera.x, point_in_camera.y),
     };
     if depth.is_nan() || depth <= MIN_DEPTH_M {
         return None;
@@ -61,6 +62,15 @@ pub fn project_point_in_camera(calibration: &CameraCalibration, point_in_camera:
         ud * calibration.fx + calibration.cx,
         vd * calibration.fy + calibration.cy,
     ))
+}
+
+/// Depth of a point in the camera's own frame along its optical axis (m); ≤ [`MIN_DEPTH_M`] is
+/// behind the camera.
+pub fn depth_in_camera(calibration: &CameraCalibration, point_in_camera: &Point3<f64>) -> f64 {
+    match calibration.axes {
+        CameraAxes::Waymo => point_in_camera.x,
+        CameraAxes::OpenCv => point_in_camera.z,
+    }
 }
 
 /// Pixel of a point in the sensor frame, or `None` behind the camera or where the distortion
