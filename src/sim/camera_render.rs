@@ -1446,6 +1446,72 @@ mod tests {
         ));
     }
 
+    /// The LiDAR occlusion estimate of `crate::camera` against the image's truth: a 2 × 3 × 2 m
+    /// concrete block 11 m ahead (front face), half hidden behind a metal panel at 5.5 m whose
+    /// inner edge is on the optical axis, 0.70 hidden by a wider one, and with no panel. The truth is the share
+    /// of the block's footprint pixels that show the panel among those showing either.
+    #[test]
+    fn lidar_occlusion_agrees_with_the_rendered_image() {
+        use crate::camera::{CameraReturns, box_views};
+        use crate::cloud::PointCloud;
+        use crate::geometry::Box3;
+        let h = sensor_height();
+        let block = (
+            wall(Vector3::new(2.0, 3.0, 2.0), Surface::CONCRETE),
+            on_ground(h, 12.0, 0.0),
+        );
+        let panel = (
+            wall(Vector3::new(1.0, 1.5, 3.0), Surface::METAL),
+            on_ground(h, 6.0, 0.75),
+        );
+        // A wider panel whose inner edge (y = −0.3 m at 5.5 m) falls inside a grid column: it hides
+        // (1.5/11 + 0.3/5.5) / (3/11) = 0.70 of the block.
+        let wide_panel = (
+            wall(Vector3::new(1.0, 1.8, 3.0), Surface::METAL),
+            on_ground(h, 6.0, 0.6),
+        );
+        let block_box = Box3::new(12.0, 0.0, 1.0 - h, 2.0, 3.0, 2.0, 0.0);
+        let calibration = forward_camera(Distortion::None);
+        let normal = staged(Vec::new()).world_from_sensor_at(TIME).rotation * Vector3::new(-1.0, 0.0, 0.0);
+        let (concrete, metal) = (lit(palette::WALL, normal), lit(palette::METAL, normal));
+        for (objects, expected) in [
+            (vec![block.clone(), panel], 0.5),
+            (vec![block.clone(), wide_panel], 0.7),
+            (vec![block], 0.0),
+        ] {
+            let sim = staged(objects);
+            let sweep = sim.sweep(0).unwrap();
+            assert_eq!(sweep.reference_time_micros, TIME);
+            let points = sim.sweep_points(&sweep);
+            let column = |k: usize| points.iter().map(|p| p.position[k] as f32).collect::<Vec<_>>();
+            let cloud = PointCloud::from_columns(column(0), column(1), column(2), vec![0.0; points.len()]).unwrap();
+            let returns = CameraReturns::new(&calibration, &cloud);
+            let views = box_views(&[(&calibration, &returns)], &block_box);
+            let view = views[0];
+            let image = render(&sim, &calibration);
+            let f = view.footprint;
+            let (mut shows_block, mut shows_panel) = (0usize, 0usize);
+            for y in f.y_min.ceil() as u32..f.y_max.floor() as u32 {
+                for x in f.x_min.ceil() as u32..f.x_max.floor() as u32 {
+                    let p = image.get_pixel(x, y).0;
+                    shows_block += usize::from(close(p, concrete));
+                    shows_panel += usize::from(close(p, metal));
+                }
+            }
+            let truth = shows_panel as f64 / (shows_block + shows_panel) as f64;
+            let estimate = view.occlusion.unwrap();
+            println!(
+                "occlusion: image {truth:.3}, LiDAR {estimate:.3} ({} returns in view)",
+                returns.len()
+            );
+            assert!((truth - expected).abs() < 0.03, "image truth {truth}");
+            assert!(
+                (estimate - truth).abs() <= 0.125,
+                "LiDAR occlusion {estimate} against the image's {truth}"
+            );
+        }
+    }
+
     #[test]
     fn a_straight_bar_renders_where_the_distorted_projection_puts_it() {
         let h = sensor_height();
