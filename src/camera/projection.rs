@@ -192,12 +192,13 @@ pub fn project_box(calibration: &CameraCalibration, box_in_sensor: &Box3) -> Opt
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use approx::assert_abs_diff_eq;
     use nalgebra::{Isometry3, Translation3, UnitQuaternion};
 
-    fn calibration(axes: CameraAxes, distortion: Distortion) -> CameraCalibration {
+    /// A 200 × 100 camera at the sensor origin, f = 100 px, principal point at the centre.
+    pub(in crate::camera) fn calibration(axes: CameraAxes, distortion: Distortion) -> CameraCalibration {
         CameraCalibration {
             width: 200,
             height: 100,

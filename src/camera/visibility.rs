@@ -173,17 +173,7 @@ mod tests {
 
     /// A 200 × 100 Waymo-axes camera at the sensor origin looking along +x, f = 100 px.
     fn camera() -> CameraCalibration {
-        CameraCalibration {
-            width: 200,
-            height: 100,
-            fx: 100.0,
-            fy: 100.0,
-            cx: 100.0,
-            cy: 50.0,
-            distortion: Distortion::None,
-            axes: CameraAxes::Waymo,
-            sensor_from_camera: Isometry3::identity(),
-        }
+        crate::camera::projection::tests::calibration(CameraAxes::Waymo, Distortion::None)
     }
 
     /// A 2 m cube centred 10 m ahead: its front face (x = 9 m) spans pixels 88.9…111.1 ×
