@@ -9,6 +9,7 @@
 pub mod atomic_file;
 pub mod boxes;
 pub mod camera;
+pub mod classify;
 pub mod cloud;
 pub mod config_overlay;
 pub mod demo;
