@@ -553,6 +553,7 @@ fn main() -> Result<()> {
                         scratch_dir: None,
                         normalize: None,
                         progress: false,
+                        classifier: None,
                     },
                     None,
                 )

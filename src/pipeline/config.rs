@@ -152,8 +152,8 @@ pub struct StagesConfig {
     /// Gravity alignment and altitude offset (`normalize`, with `[normalize]`'s profile);
     /// default true. Off: the normalized columns stay null.
     pub normalize: bool,
-    /// RGB class check (`camera`); default false: not built yet (its own issue), so `true` is
-    /// refused. The projection of every box into every camera runs regardless.
+    /// RGB class check with `[camera]`'s classifier; default false. The projection of every box
+    /// into every camera and its occlusion are computed regardless.
     pub camera_check: bool,
 }
 
@@ -196,6 +196,8 @@ pub struct ReviewConfig {
     pub min_score: f64,
     /// `size_outlier`: a size more than this factor off the class's typical size (either way); default 2.
     pub size_factor: f64,
+    /// `occluded`: the best view's occlusion is at least this (0–1); default 0.7.
+    pub max_occlusion: f64,
 }
 
 impl Default for ReviewConfig {
@@ -205,6 +207,34 @@ impl Default for ReviewConfig {
             min_track_boxes: 5,
             min_score: 0.3,
             size_factor: 2.0,
+            max_occlusion: 0.7,
+        }
+    }
+}
+
+/// The RGB class check (`stages.camera_check`): which image model, and which views it looks at.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CameraConfig {
+    /// The classifier folder (`classifiers/<name>/`, holding `classifier.toml`), relative to the
+    /// config file; required when the check is on.
+    pub classifier: String,
+    /// Views of each track the classifier looks at: its boxes' best views with the largest visible
+    /// area, in different frames; default 3.
+    pub views_per_track: usize,
+    /// Views more occluded than this are not looked at (0–1); default 0.5.
+    pub max_view_occlusion: f64,
+    /// `class_conflict` needs the track's RGB vote to score at least this (0–1); default 0.5.
+    pub conflict_score: f64,
+}
+
+impl Default for CameraConfig {
+    fn default() -> Self {
+        Self {
+            classifier: String::new(),
+            views_per_track: 3,
+            max_view_occlusion: 0.5,
+            conflict_score: 0.5,
         }
     }
 }
@@ -275,6 +305,8 @@ pub struct PipelineConfig {
     pub tracking: TrackingProfiles,
     /// Review flags.
     pub review: ReviewConfig,
+    /// The RGB class check.
+    pub camera: CameraConfig,
     /// Platform normalization (`stages.normalize`).
     pub normalize: NormalizeConfig,
     /// Outputs.
@@ -354,6 +386,9 @@ fn rebase_paths(base: &mut toml::Value, base_dir: &Path, dir: &Path) {
     }
     if let Some(m) = base.get_mut("source").and_then(|s| s.get_mut("data_manifest")) {
         rebase(m);
+    }
+    if let Some(c) = base.get_mut("camera").and_then(|s| s.get_mut("classifier")) {
+        rebase(c);
     }
 }
 
@@ -508,9 +543,36 @@ impl PipelineConfig {
                 .map_err(|e| invalid("normalize.profile".into(), e.to_string()))?;
         }
         if self.stages.camera_check {
+            let c = &self.camera;
+            if c.classifier.is_empty() {
+                return Err(invalid(
+                    "camera.classifier".into(),
+                    "stages.camera_check needs a classifier folder".into(),
+                ));
+            }
+            let manifest = dir.join(&c.classifier).join(crate::classify::MANIFEST_FILE);
+            if !manifest.is_file() {
+                return Err(invalid(
+                    "camera.classifier".into(),
+                    format!("{} does not exist", manifest.display()),
+                ));
+            }
+            if c.views_per_track == 0 {
+                return Err(invalid("camera.views_per_track".into(), "must be at least 1".into()));
+            }
+            for (key, v) in [
+                ("camera.max_view_occlusion", c.max_view_occlusion),
+                ("camera.conflict_score", c.conflict_score),
+            ] {
+                if !(v.is_finite() && (0.0..=1.0).contains(&v)) {
+                    return Err(invalid(key.into(), format!("{v} is not in 0–1")));
+                }
+            }
+        }
+        if !(self.review.max_occlusion.is_finite() && (0.0..=1.0).contains(&self.review.max_occlusion)) {
             return Err(invalid(
-                "stages.camera_check".into(),
-                "the RGB class check is not built yet (its own issue); set it to false".into(),
+                "review.max_occlusion".into(),
+                format!("{} is not in 0–1", self.review.max_occlusion),
             ));
         }
         for platform in crate::frame::Platform::ALL {

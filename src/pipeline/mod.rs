@@ -4,6 +4,7 @@
 //! detectors once for all sequences, and hands each sequence's layer to `shards`.
 
 mod bench;
+mod camera_pass;
 mod config;
 mod data_manifest;
 mod detections_jsonl;
@@ -22,8 +23,8 @@ use thiserror::Error;
 
 pub use bench::{BenchOptions, BenchReport, bench};
 pub use config::{
-    ConfigError, DetectorEntry, LayerOrigin, LoadedConfig, MAX_EXTENDS_DEPTH, OutputConfig, PipelineConfig, PointsKept,
-    ReviewConfig, RuntimeConfig, SourceConfig, StagesConfig,
+    CameraConfig, ConfigError, DetectorEntry, LayerOrigin, LoadedConfig, MAX_EXTENDS_DEPTH, OutputConfig,
+    PipelineConfig, PointsKept, ReviewConfig, RuntimeConfig, SourceConfig, StagesConfig,
 };
 pub use data_manifest::{DataManifest, ManifestError, SequenceEntry, Split};
 pub use detections_jsonl::{
@@ -34,13 +35,14 @@ pub use score::{ClassAp, LayerScores, class_ap, label_truth, score_layer, visibl
 pub use sequence::{DetectionsFrom, SequenceJob, SequenceLayer, run_sequence, track_input};
 
 use crate::boxes::Detection;
+use crate::classify::{Classifier, ClassifyError};
 use crate::detect::{DetectError, Detector};
 use crate::frame::{ObjectClass, Platform};
 use crate::fuse::FuseError;
 use crate::geometry::Box3;
 use crate::shards::{
-    DetectorRecord, NormalizationRecord, RunManifest, SCHEMA_VERSION, SUCCESS_FILE, SequenceCounts, SequenceWriter,
-    ShardError, ShardOptions, read_detection_rows,
+    ClassifierRecord, DetectorRecord, NormalizationRecord, RunManifest, SCHEMA_VERSION, SUCCESS_FILE, SequenceCounts,
+    SequenceWriter, ShardError, ShardOptions, read_detection_rows,
 };
 use crate::sources::{SourceError, SourceKind};
 use crate::track::TrackError;
@@ -67,6 +69,14 @@ pub enum PipelineError {
         path: PathBuf,
         /// Why.
         source: Box<DetectError>,
+    },
+    /// The RGB check's classifier could not be loaded.
+    #[error("classifier {path}")]
+    ClassifierLoad {
+        /// The classifier folder.
+        path: PathBuf,
+        /// Why.
+        source: ClassifyError,
     },
     /// A detector failed on a frame.
     #[error("{sequence}: frame {frame}")]
@@ -212,6 +222,8 @@ pub struct RunSummary {
     pub track_s: f64,
     /// Box rows (s).
     pub describe_s: f64,
+    /// The RGB class check (s).
+    pub camera_s: f64,
     /// Writing (s).
     pub write_s: f64,
     /// Wall time (s).
@@ -227,6 +239,22 @@ struct Planned {
     platform: Platform,
     /// The log, when planning already opened it (`--input`: its name is the sequence's).
     opened: Option<Box<dyn crate::sources::Source>>,
+}
+
+/// Loads the RGB check's classifier (`None` while `stages.camera_check` is off).
+pub fn load_classifier(config: &LoadedConfig) -> Result<Option<Classifier>, PipelineError> {
+    let c = &config.config;
+    if !c.stages.camera_check {
+        return Ok(None);
+    }
+    let dir = config
+        .path
+        .parent()
+        .unwrap_or(Path::new("."))
+        .join(&c.camera.classifier);
+    Classifier::load(&dir)
+        .map(Some)
+        .map_err(|source| PipelineError::ClassifierLoad { path: dir, source })
 }
 
 /// Loads every detector of the config once.
@@ -259,6 +287,7 @@ pub fn run(options: &RunOptions) -> Result<RunSummary, PipelineError> {
         (LayerOrigin::Detect, StartFrom::Read, None) => load_detectors(loaded)?,
         _ => Vec::new(),
     };
+    let classifier = load_classifier(loaded)?;
     let given = match &options.detections {
         Some(path) => Some(read_detections_jsonl(path)?),
         None => None,
@@ -277,12 +306,13 @@ pub fn run(options: &RunOptions) -> Result<RunSummary, PipelineError> {
     for p in &planned {
         let empty = BTreeMap::new();
         let given = given.as_ref().map(|g| g.get(&p.name).unwrap_or(&empty));
-        let s = pool.install(|| run_one(options, p, &detectors, given))?;
+        let s = pool.install(|| run_one(options, p, &detectors, classifier.as_ref(), given))?;
         summary.read_cpu_s += s.1.read_cpu_s;
         summary.detect_cpu_s += s.1.detect_cpu_s;
         summary.onnx_cpu_s += s.1.onnx_cpu_s;
         summary.track_s += s.1.track_s;
         summary.describe_s += s.1.describe_s;
+        summary.camera_s += s.1.camera_s;
         summary.write_s += s.1.write_s;
         summary.sequences.push(s.0);
         if let Some(bar) = &bar {
@@ -417,6 +447,7 @@ fn run_one(
     options: &RunOptions,
     p: &Planned,
     detectors: &[Detector],
+    classifier: Option<&Classifier>,
     given: Option<&BTreeMap<i64, Vec<Detection>>>,
 ) -> Result<(SequenceSummary, crate::shards::StageTimes), PipelineError> {
     let started = Instant::now();
@@ -471,6 +502,7 @@ fn run_one(
         scratch_dir: Some(&staging),
         progress: options.progress,
         normalize: profile.as_ref().map(|p| &p.profile),
+        classifier,
     };
     let layer = run_sequence(&job, Some(writer.points()))?;
     let write_started = Instant::now();
@@ -537,6 +569,11 @@ fn run_one(
             origin: p.origin.clone(),
             sha256: p.sha256.clone(),
             profile_toml: toml::to_string(&p.profile).unwrap_or_default(),
+        }),
+        classifier: classifier.map(|c| ClassifierRecord {
+            name: c.name().to_string(),
+            path: config.camera.classifier.clone(),
+            sha256: c.manifest().model.sha256.to_ascii_lowercase(),
         }),
     };
     let dir = writer.finish(&manifest)?;
@@ -624,8 +661,14 @@ impl std::fmt::Display for RunSummary {
         }
         writeln!(
             f,
-            "stage time: read {:.1} s, detect {:.1} s (ONNX {:.1} s; CPU, summed over frames), track {:.2} s, box rows {:.2} s, write {:.2} s",
-            self.read_cpu_s, self.detect_cpu_s, self.onnx_cpu_s, self.track_s, self.describe_s, self.write_s
+            "stage time: read {:.1} s, detect {:.1} s (ONNX {:.1} s; CPU, summed over frames), track {:.2} s, box rows {:.2} s, RGB check {:.2} s, write {:.2} s",
+            self.read_cpu_s,
+            self.detect_cpu_s,
+            self.onnx_cpu_s,
+            self.track_s,
+            self.describe_s,
+            self.camera_s,
+            self.write_s
         )?;
         if self.onnx_cpu_s > 0.0 {
             // The ONNX-bound limit: the sessions' own time spread over the pass's threads.

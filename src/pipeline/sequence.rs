@@ -3,8 +3,10 @@
 //! 1. per frame, in parallel windows: read → detect (every detector) → fuse; keep the small
 //!    results (frame metadata, raw and fused boxes) and spill the points to a scratch file;
 //! 2. per sequence: track the fused boxes in the world frame (or take the source's labels);
-//! 3. per frame, in parallel: final boxes → points inside, range and pitch, camera footprints,
-//!    flags → box rows; then track rows.
+//! 3. per frame, in parallel: final boxes → points inside, range and pitch, camera footprints
+//!    and occlusion, flags → box rows; then track rows;
+//! 4. the RGB class check (`stages.camera_check`): each track's best views are read again from
+//!    the source and classified, and the track's vote is compared with each box's class.
 //!
 //! Each stage is a plain function of its own module; this file only hands data between them.
 
@@ -19,7 +21,8 @@ use super::PipelineError;
 use super::config::{LayerOrigin, PipelineConfig, PointsKept, ReviewConfig};
 use super::scratch::ScratchPoints;
 use crate::boxes::{Detection, FusedBox};
-use crate::camera::{project_box, project_point};
+use crate::camera::{BoxView, CameraReturns, best_view, box_views, project_point};
+use crate::classify::Classifier;
 use crate::cloud::PointCloud;
 use crate::detect::Detector;
 use crate::frame::{CameraCalibration, GroundTruthBox, ObjectClass, Platform};
@@ -62,6 +65,8 @@ pub struct SequenceJob<'a> {
     pub progress: bool,
     /// The platform profile to normalize with; `None` leaves the normalized columns null.
     pub normalize: Option<&'a Profile>,
+    /// The RGB class check's image model (`stages.camera_check`); `None`: no check.
+    pub classifier: Option<&'a Classifier>,
 }
 
 /// What one sequence produced, before it is written.
@@ -290,8 +295,10 @@ fn kept_points(
 }
 
 /// Per-frame context pass 3 needs.
-struct FrameContext {
-    row: FrameRow,
+pub(super) struct FrameContext {
+    /// The frame's position in the source (`Source::frame(position)`).
+    pub(super) position: usize,
+    pub(super) row: FrameRow,
     cameras: Vec<(String, CameraCalibration)>,
     world_from_sensor: Isometry3<f64>,
     inputs: Option<FrameInputs>,
@@ -355,6 +362,7 @@ impl FirstPassState<'_, '_> {
             self.layer.fused.push(r.fused);
             self.layer.labels.push(r.labels);
             self.contexts.push(FrameContext {
+                position,
                 row: r.row,
                 cameras: r.cameras,
                 world_from_sensor: r.world_from_sensor,
@@ -505,7 +513,20 @@ pub fn run_sequence(job: &SequenceJob, points: Option<&mut PointsWriter>) -> Res
         LayerOrigin::Detect => detected_rows(&contexts, &layer.fused, &consolidation, &scratch, &review),
         LayerOrigin::Labels => label_rows(&contexts, &layer.labels, &scratch, &review),
     };
-    let boxes = normalized_boxes(&contexts, boxes);
+    let mut boxes = normalized_boxes(&contexts, boxes);
+    times.describe_s = pass_started.elapsed().as_secs_f64();
+
+    // ---- pass 4: the RGB class check -----------------------------------------------------
+    if let Some(classifier) = job.classifier {
+        let started = Instant::now();
+        let check = super::camera_pass::CameraCheck {
+            classifier,
+            config: &config.camera,
+        };
+        check.run(&name, source, &contexts, &mut boxes)?;
+        times.camera_s = started.elapsed().as_secs_f64();
+        tracing::info!("{name}: RGB class check in {:.2} s", times.camera_s);
+    }
     let per_frame = boxes_per_frame(&contexts, &boxes);
     for (ctx, n) in contexts.iter_mut().zip(per_frame) {
         ctx.row.num_boxes = n;
@@ -514,7 +535,6 @@ pub fn run_sequence(job: &SequenceJob, points: Option<&mut PointsWriter>) -> Res
     layer.tracks = tracks;
     layer.consolidation = consolidation;
     layer.frames = contexts.into_iter().map(|c| c.row).collect();
-    times.describe_s = pass_started.elapsed().as_secs_f64();
     times.total_s = total_started.elapsed().as_secs_f64();
     layer.times = times;
     Ok(layer)
@@ -881,9 +901,17 @@ fn describe_all(
                 return Vec::new();
             }
             let cloud = points.read(position);
+            let ctx = &contexts[position];
+            let returns: Vec<CameraReturns> = ctx
+                .cameras
+                .iter()
+                .map(|(_, c)| CameraReturns::new(c, cloud.as_deref().unwrap_or(&EMPTY_CLOUD)))
+                .collect();
+            let cameras: Vec<(&CameraCalibration, &CameraReturns)> =
+                ctx.cameras.iter().map(|(_, c)| c).zip(&returns).collect();
             planned
                 .into_iter()
-                .map(|p| describe_box(&contexts[position], cloud.as_deref(), p, review))
+                .map(|p| describe_box(ctx, &cameras, cloud.as_deref(), p, review))
                 .collect()
         })
         .collect();
@@ -894,22 +922,33 @@ fn describe_all(
     rows
 }
 
-fn describe_box(ctx: &FrameContext, cloud: Option<&PointCloud>, p: PlannedRow, review: &Review) -> BoxRow {
+/// A cloud without points, for frames whose points are not at hand.
+static EMPTY_CLOUD: std::sync::LazyLock<PointCloud> = std::sync::LazyLock::new(PointCloud::default);
+
+fn describe_box(
+    ctx: &FrameContext,
+    camera_returns: &[(&CameraCalibration, &CameraReturns)],
+    cloud: Option<&PointCloud>,
+    p: PlannedRow,
+    review: &Review,
+) -> BoxRow {
     let (sizes, review) = (&review.sizes, review.config);
     let b = p.box_sensor;
     let num_points_inside = cloud.map_or(0, |c| count_points_in_box(c, &b)) as i64;
     let bev_range_m = b.x.hypot(b.y);
     let relative_pitch_rad = b.z.atan2(bev_range_m);
+    let views = box_views(camera_returns, &b);
     let cameras: Vec<CameraFootprint> = ctx
         .cameras
         .iter()
-        .map(|(name, calibration)| camera_footprint(name, calibration, &b))
+        .enumerate()
+        .map(|(i, (name, calibration))| {
+            let view = views.iter().find(|v| v.camera == i);
+            camera_footprint(name, calibration, &b, view)
+        })
         .collect();
-    let best_camera = cameras
-        .iter()
-        .filter(|c| c.in_fov)
-        .max_by(|a, b| a.in_image_fraction.total_cmp(&b.in_image_fraction))
-        .map(|c| c.camera.clone());
+    let best = best_view(&views);
+    let best_camera = best.map(|v| ctx.cameras[v.camera].0.clone());
     let mut flags = Vec::new();
     if num_points_inside < i64::from(review.min_points) {
         flags.push("few_points".to_string());
@@ -931,6 +970,12 @@ fn describe_box(ctx: &FrameContext, cloud: Option<&PointCloud>, p: PlannedRow, r
     }
     if !cameras.is_empty() && best_camera.is_none() {
         flags.push("out_of_view".to_string());
+    }
+    if best
+        .and_then(|v| v.occlusion)
+        .is_some_and(|o| o >= review.max_occlusion)
+    {
+        flags.push("occluded".to_string());
     }
     let review_status = if p.review_status == "auto" && !flags.is_empty() {
         "flagged"
@@ -962,22 +1007,25 @@ fn describe_box(ctx: &FrameContext, cloud: Option<&PointCloud>, p: PlannedRow, r
         best_camera,
         rgb_class: None,
         rgb_score: None,
+        rgb_agrees: None,
+        rgb_note: None,
         flags,
         review_status: review_status.to_string(),
     }
 }
 
-fn camera_footprint(name: &str, calibration: &CameraCalibration, b: &Box3) -> CameraFootprint {
+fn camera_footprint(name: &str, calibration: &CameraCalibration, b: &Box3, view: Option<&BoxView>) -> CameraFootprint {
     let centre = project_point(calibration, &Point3::new(b.x, b.y, b.z));
     let in_fov = centre.is_some_and(|px| {
         px.x >= 0.0 && px.y >= 0.0 && px.x < f64::from(calibration.width) && px.y < f64::from(calibration.height)
     });
-    let projected = project_box(calibration, b);
+    let projected = view.map(|v| v.footprint);
     CameraFootprint {
         camera: name.to_string(),
         in_fov,
         box_2d_px: projected.map(|p| [p.x_min, p.y_min, p.x_max, p.y_max]),
         in_image_fraction: projected.map_or(0.0, |p| p.in_image_fraction),
+        occlusion: view.and_then(|v| v.occlusion),
     }
 }
 

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 /// Version of the shard schema (`docs/schema.md`); a reader refuses a major version it does not know.
-pub const SCHEMA_VERSION: &str = "1.2";
+pub const SCHEMA_VERSION: &str = "1.3";
 
 /// One detector of the run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -67,8 +67,11 @@ pub struct StageTimes {
     pub fuse_cpu_s: f64,
     /// Pass 2: tracking.
     pub track_s: f64,
-    /// Pass 3: box rows (points inside, cameras, flags).
+    /// Pass 3: box rows (points inside, cameras, occlusion, flags).
     pub describe_s: f64,
+    /// The RGB class check: reading the chosen views' images and classifying them.
+    #[serde(default)]
+    pub camera_s: f64,
     /// Writing the tables.
     pub write_s: f64,
     /// The whole sequence.
@@ -125,6 +128,20 @@ pub struct RunManifest {
     /// The platform profile the frames were normalized with; `null` while normalization is off.
     #[serde(default)]
     pub normalization: Option<NormalizationRecord>,
+    /// The RGB check's classifier; `null` while the check is off.
+    #[serde(default)]
+    pub classifier: Option<ClassifierRecord>,
+}
+
+/// The image model of the RGB class check.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClassifierRecord {
+    /// The manifest's name.
+    pub name: String,
+    /// Its folder as the config names it.
+    pub path: String,
+    /// sha256 of its ONNX file.
+    pub sha256: String,
 }
 
 /// The profile a sequence was normalized with.

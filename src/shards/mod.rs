@@ -14,7 +14,8 @@ use std::path::PathBuf;
 use thiserror::Error;
 
 pub use manifest::{
-    DetectorRecord, FrameError, NormalizationRecord, RunManifest, SCHEMA_VERSION, SequenceCounts, StageTimes,
+    ClassifierRecord, DetectorRecord, FrameError, NormalizationRecord, RunManifest, SCHEMA_VERSION, SequenceCounts,
+    StageTimes,
 };
 pub use reader::{
     read_box_rows, read_detection_rows, read_frame_rows, read_points_frame, read_track_rows, sequence_dirs,
@@ -67,6 +68,9 @@ pub struct CameraFootprint {
     pub box_2d_px: Option<[f64; 4]>,
     /// Share of the unclipped projected rectangle inside the image (0…1).
     pub in_image_fraction: f64,
+    /// Share of the footprint hidden by nearer LiDAR returns (`crate::camera::CameraReturns`);
+    /// `None` when no return falls in it or nothing projects.
+    pub occlusion: Option<f64>,
 }
 
 /// One frame of a sequence.
@@ -174,12 +178,17 @@ pub struct BoxRow {
     pub moving: Option<bool>,
     /// Each camera's view of it.
     pub cameras: Vec<CameraFootprint>,
-    /// The camera that sees most of it; `None` when none does.
+    /// The camera that sees most of it (largest visible area); `None` when none does.
     pub best_camera: Option<String>,
-    /// Class the RGB check saw; `None` while the check is off.
+    /// Class the RGB check saw for the box's track; `None` while the check is off or had no view.
     pub rgb_class: Option<String>,
-    /// Its score; `None` while the check is off.
+    /// Its score; `None` with `rgb_class`.
     pub rgb_score: Option<f64>,
+    /// Whether `rgb_class` is the box's class; `None` with `rgb_class`.
+    pub rgb_agrees: Option<bool>,
+    /// Why the check has no verdict (`check_off`, `no_camera`, `out_of_view`, `too_small`,
+    /// `occluded`, `no_image`, `unmatched`); `None` when it has one.
+    pub rgb_note: Option<String>,
     /// Review flags (`few_points`, `short_track`, `low_score`, `size_outlier`, `out_of_view`, `class_conflict`).
     pub flags: Vec<String>,
     /// `auto`, `flagged`, `verified` or `rejected`.

@@ -258,7 +258,12 @@ pub fn read_detection_rows(path: &Path) -> Result<Vec<DetectionRow>, ShardError>
 }
 
 fn camera_footprints(c: &Columns, name: &str) -> Result<Vec<Vec<CameraFootprint>>, ShardError> {
-    let bad = || c.error(name, "not list<struct<camera, in_fov, box_2d_px, in_image_fraction>>");
+    let bad = || {
+        c.error(
+            name,
+            "not list<struct<camera, in_fov, box_2d_px, in_image_fraction, occlusion>>",
+        )
+    };
     let list = c.column(name)?.as_list_opt::<i32>().ok_or_else(bad)?;
     let mut out = Vec::with_capacity(list.len());
     for i in 0..list.len() {
@@ -280,6 +285,11 @@ fn camera_footprints(c: &Columns, name: &str) -> Result<Vec<Vec<CameraFootprint>
             .column_by_name("in_image_fraction")
             .and_then(|a| a.as_primitive_opt::<Float64Type>())
             .ok_or_else(bad)?;
+        // Added in schema 1.3: absent in earlier files.
+        let occlusion = match s.column_by_name("occlusion") {
+            Some(a) => Some(a.as_primitive_opt::<Float64Type>().ok_or_else(bad)?),
+            None => None,
+        };
         out.push(
             (0..s.len())
                 .map(|k| CameraFootprint {
@@ -287,6 +297,7 @@ fn camera_footprints(c: &Columns, name: &str) -> Result<Vec<Vec<CameraFootprint>
                     in_fov: in_fov.value(k),
                     box_2d_px: box_2d[k],
                     in_image_fraction: fraction.value(k),
+                    occlusion: occlusion.and_then(|o| o.is_valid(k).then(|| o.value(k))),
                 })
                 .collect(),
         );
@@ -329,6 +340,12 @@ pub fn read_box_rows(path: &Path) -> Result<Vec<BoxRow>, ShardError> {
         let best_camera = c.strings("best_camera")?;
         let rgb_class = c.strings("rgb_class")?;
         let rgb_score = c.f64s("rgb_score")?;
+        // Added in schema 1.3.
+        let (rgb_agrees, rgb_note) = if c.has("rgb_note") {
+            (c.bools("rgb_agrees")?, c.strings("rgb_note")?)
+        } else {
+            (vec![None; batch.num_rows()], vec![None; batch.num_rows()])
+        };
         let flags = c.string_lists("flags")?;
         let status = c.strings_required("review_status")?;
         for i in 0..batch.num_rows() {
@@ -357,6 +374,8 @@ pub fn read_box_rows(path: &Path) -> Result<Vec<BoxRow>, ShardError> {
                 best_camera: best_camera[i].clone(),
                 rgb_class: rgb_class[i].clone(),
                 rgb_score: rgb_score[i],
+                rgb_agrees: rgb_agrees[i],
+                rgb_note: rgb_note[i].clone(),
                 flags: flags[i].clone(),
                 review_status: status[i].clone(),
             });

@@ -31,6 +31,7 @@ pub(crate) fn camera_footprint_fields() -> Fields {
         Field::new("in_fov", DataType::Boolean, false),
         fixed_f64("box_2d_px", 4, true),
         Field::new("in_image_fraction", DataType::Float64, false),
+        Field::new("occlusion", DataType::Float64, true),
     ])
 }
 
@@ -119,6 +120,8 @@ pub fn box_schema() -> Schema {
         Field::new("best_camera", DataType::Utf8, true),
         Field::new("rgb_class", DataType::Utf8, true),
         Field::new("rgb_score", DataType::Float64, true),
+        Field::new("rgb_agrees", DataType::Boolean, true),
+        Field::new("rgb_note", DataType::Utf8, true),
         list_utf8("flags"),
         Field::new("review_status", DataType::Utf8, false),
     ])

@@ -216,6 +216,7 @@ fn cameras_column(rows: &[BoxRow]) -> ArrayRef {
         )),
         fixed(footprints.iter().map(|c| c.box_2d_px)),
         f64s(footprints.iter().map(|c| c.in_image_fraction)),
+        Arc::new(footprints.iter().map(|c| c.occlusion).collect::<Float64Array>()),
     ];
     let fields = camera_footprint_fields();
     let item = Arc::new(Field::new("item", DataType::Struct(fields.clone()), false));
@@ -254,6 +255,8 @@ fn boxes_batch(path: &Path, sequence: &str, rows: &[BoxRow]) -> Result<RecordBat
         utf8_opt(rows.iter().map(|r| r.best_camera.as_deref())),
         utf8_opt(rows.iter().map(|r| r.rgb_class.as_deref())),
         Arc::new(rows.iter().map(|r| r.rgb_score).collect::<Float64Array>()),
+        Arc::new(rows.iter().map(|r| r.rgb_agrees).collect::<BooleanArray>()),
+        utf8_opt(rows.iter().map(|r| r.rgb_note.as_deref())),
         list_utf8(rows.iter().map(|r| r.flags.as_slice())),
         utf8(rows.iter().map(|r| r.review_status.as_str())),
     ];

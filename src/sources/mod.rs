@@ -120,6 +120,11 @@ pub trait Source: Send + Sync {
     /// damaged or skipped records, so it can differ from `index` after a skip: a frame keeps its
     /// identity and a skipped one leaves a gap, never renumbering those after it.
     fn frame(&self, index: usize) -> Result<Frame, SourceError>;
+    /// The camera views of the `index`-th readable frame, as [`Source::frame`] gives them. Readers
+    /// whose images can be read apart from the LiDAR (Waymo v1, M3ED) skip decoding the points.
+    fn cameras(&self, index: usize) -> Result<Vec<crate::frame::CameraView>, SourceError> {
+        Ok(self.frame(index)?.cameras)
+    }
 }
 
 impl SourceError {

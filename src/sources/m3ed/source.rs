@@ -778,6 +778,12 @@ impl Source for M3edSource {
     fn frame(&self, index: usize) -> Result<Frame, SourceError> {
         self.frame_with_report(index).map(|(frame, _)| frame)
     }
+
+    fn cameras(&self, index: usize) -> Result<Vec<CameraView>, SourceError> {
+        let entry = self.entry(index)?;
+        let location = format!("sweep {}", entry.row);
+        Ok(self.camera_view(entry.ts_start, &location)?.into_iter().collect())
+    }
 }
 
 /// Index of the value in sorted `times` closest to `t`.

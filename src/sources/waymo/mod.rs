@@ -18,7 +18,7 @@ use std::path::Path;
 use prost::Message;
 use serde::{Deserialize, Serialize};
 
-use crate::frame::{Frame, Platform};
+use crate::frame::{CameraView, Frame, Platform};
 use crate::sources::{OnCorrupt, SequenceMeta, Source, SourceError};
 
 pub use proto::{CameraName, LaserName};
@@ -279,5 +279,18 @@ impl Source for WaymoV1Source {
         let p = self.frame_proto(index)?;
         let record = self.record_index(index).unwrap_or(index);
         frame_from_proto(p, &self.meta.name, record, &self.config).map_err(|detail| self.corrupt(index, detail))
+    }
+
+    fn cameras(&self, index: usize) -> Result<Vec<CameraView>, SourceError> {
+        if !self.config.cameras {
+            return Ok(Vec::new());
+        }
+        let p = self.frame_proto(index)?;
+        let timestamp_micros = p
+            .timestamp_micros
+            .ok_or_else(|| self.corrupt(index, "field `timestamp_micros` missing".into()))?;
+        let context = p.context.unwrap_or_default();
+        convert::camera_views(p.images, &context.camera_calibrations, timestamp_micros)
+            .map_err(|detail| self.corrupt(index, detail))
     }
 }
