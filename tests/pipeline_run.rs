@@ -249,7 +249,42 @@ fn labels_mode_turns_the_logs_labels_into_box_rows_with_their_ids() {
             assert!((a - b).abs() < 1e-9);
         }
     }
+    projected_boxes_match_the_files_projected_labels(&fixture, &rows);
     check_shards(&[dir]);
+}
+
+/// The box rows' camera footprints (the pipeline's projection path, with near-plane clipping)
+/// reproduce the file's `projected_lidar_labels` within 1 px median in each of the five cameras.
+fn projected_boxes_match_the_files_projected_labels(fixture: &Path, rows: &[boxlayer::shards::BoxRow]) {
+    use boxlayer::sources::waymo::{WaymoConfig, WaymoV1Source, proto::camera_name_str};
+    let source = WaymoV1Source::open(fixture, WaymoConfig::default()).unwrap();
+    let projected = source.frame_proto(0).unwrap().projected_lidar_labels;
+    assert_eq!(projected.len(), 5);
+    for camera_labels in &projected {
+        let camera = camera_name_str(camera_labels.name.unwrap());
+        let mut errors = Vec::new();
+        for label in &camera_labels.labels {
+            let id = label.id.as_deref().unwrap().strip_suffix(&format!("_{camera}")).unwrap();
+            let row = rows.iter().find(|r| r.source_track_id.as_deref() == Some(id)).unwrap();
+            let Some(got) = row
+                .cameras
+                .iter()
+                .find(|c| c.camera == camera)
+                .and_then(|c| c.box_2d_px)
+            else {
+                continue;
+            };
+            let b = label.bbox.as_ref().unwrap();
+            let (cx, cy, len, wid) = (b.center_x.unwrap(), b.center_y.unwrap(), b.length.unwrap(), b.width.unwrap());
+            let expected = [cx - len / 2.0, cy - wid / 2.0, cx + len / 2.0, cy + wid / 2.0];
+            errors.push(got.iter().zip(expected).map(|(g, e)| (g - e).abs()).fold(0.0, f64::max));
+        }
+        errors.sort_by(f64::total_cmp);
+        assert!(errors.len() >= 5, "{camera}: {} labels", errors.len());
+        let median = errors[errors.len() / 2];
+        println!("{camera}: {} projected labels, median corner error {median:.3} px", errors.len());
+        assert!(median < 1.0, "{camera}: median {median} px");
+    }
 }
 
 /// Record offsets of a TFRecord file (8-byte length, 4-byte CRC, data, 4-byte CRC).
