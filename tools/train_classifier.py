@@ -18,7 +18,7 @@ pool, dropout, linear → 4 logits. Exported as ONNX opset 17, input `image` [N,
 ((v/255 − 0.5)/0.5, RGB), output `logits` [N, 4], dynamic batch; the manifest's sha256 updated.
 
     /work/venv-train/bin/python tools/train_classifier.py --data DIR --out classifiers/crop_sim \
-        --seed 7 --epochs 14 [--resume]
+        --seed 7 --epochs 6 [--resume]
 """
 
 import argparse
@@ -216,7 +216,7 @@ def main():
     ap.add_argument("--out", default="classifiers/crop_sim")
     ap.add_argument("--checkpoint", default=None, help="checkpoint file (default DATA/train_ckpt.pt)")
     ap.add_argument("--seed", type=int, default=7)
-    ap.add_argument("--epochs", type=int, default=14)
+    ap.add_argument("--epochs", type=int, default=6)
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--width", type=int, default=24)
