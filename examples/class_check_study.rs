@@ -16,8 +16,8 @@ use anyhow::{Context, Result};
 use boxlayer::classify::Classifier;
 use boxlayer::frame::{CameraView, Frame, GroundTruthBox, ObjectClass, Platform};
 use boxlayer::pipeline::{DetectionsFrom, LayerOrigin, PipelineConfig, SequenceJob, run_sequence};
-use boxlayer::sim::{default_sequence_name, write_m3ed_sequence};
 use boxlayer::sim::{SimConfig, Simulator};
+use boxlayer::sim::{default_sequence_name, write_m3ed_sequence};
 use boxlayer::sources::{SequenceMeta, Source, SourceError, SourceOptions};
 use clap::Parser;
 
@@ -94,6 +94,8 @@ struct Tally {
     correct_flagged: usize,
     correct_checked: usize,
     notes: BTreeMap<String, usize>,
+    /// (class, rgb class) of the judged correct boxes.
+    confusion: BTreeMap<(String, String), usize>,
 }
 
 fn main() -> Result<()> {
@@ -172,6 +174,9 @@ fn main() -> Result<()> {
                     t.injected_flagged += usize::from(flagged);
                     t.injected_checked += usize::from(checked);
                 } else {
+                    if let Some(rgb) = &r.rgb_class {
+                        *total.confusion.entry((r.class.clone(), rgb.clone())).or_default() += 1;
+                    }
                     t.correct += 1;
                     t.correct_flagged += usize::from(flagged);
                     t.correct_checked += usize::from(checked);
@@ -186,7 +191,11 @@ fn main() -> Result<()> {
                 pct(t.injected_flagged, t.injected),
                 t.correct_flagged,
                 pct(t.correct_flagged, t.correct),
-                if notes.is_empty() { "-".to_string() } else { notes.join(", ") }
+                if notes.is_empty() {
+                    "-".to_string()
+                } else {
+                    notes.join(", ")
+                }
             );
             total.injected += t.injected;
             total.injected_flagged += t.injected_flagged;
@@ -214,6 +223,10 @@ fn main() -> Result<()> {
         pct(tp, total.injected_checked),
         pct(fp, total.correct_checked)
     );
+    println!("\njudged correct boxes, class → RGB vote:");
+    for ((class, rgb), n) in &total.confusion {
+        println!("  {class} → {rgb}: {n}");
+    }
     Ok(())
 }
 

@@ -264,7 +264,12 @@ fn projected_boxes_match_the_files_projected_labels(fixture: &Path, rows: &[boxl
         let camera = camera_name_str(camera_labels.name.unwrap());
         let mut errors = Vec::new();
         for label in &camera_labels.labels {
-            let id = label.id.as_deref().unwrap().strip_suffix(&format!("_{camera}")).unwrap();
+            let id = label
+                .id
+                .as_deref()
+                .unwrap()
+                .strip_suffix(&format!("_{camera}"))
+                .unwrap();
             let row = rows.iter().find(|r| r.source_track_id.as_deref() == Some(id)).unwrap();
             let Some(got) = row
                 .cameras
@@ -275,14 +280,22 @@ fn projected_boxes_match_the_files_projected_labels(fixture: &Path, rows: &[boxl
                 continue;
             };
             let b = label.bbox.as_ref().unwrap();
-            let (cx, cy, len, wid) = (b.center_x.unwrap(), b.center_y.unwrap(), b.length.unwrap(), b.width.unwrap());
+            let (cx, cy, len, wid) = (
+                b.center_x.unwrap(),
+                b.center_y.unwrap(),
+                b.length.unwrap(),
+                b.width.unwrap(),
+            );
             let expected = [cx - len / 2.0, cy - wid / 2.0, cx + len / 2.0, cy + wid / 2.0];
             errors.push(got.iter().zip(expected).map(|(g, e)| (g - e).abs()).fold(0.0, f64::max));
         }
         errors.sort_by(f64::total_cmp);
         assert!(errors.len() >= 5, "{camera}: {} labels", errors.len());
         let median = errors[errors.len() / 2];
-        println!("{camera}: {} projected labels, median corner error {median:.3} px", errors.len());
+        println!(
+            "{camera}: {} projected labels, median corner error {median:.3} px",
+            errors.len()
+        );
         assert!(median < 1.0, "{camera}: median {median} px");
     }
 }
@@ -562,4 +575,66 @@ fn detectors_see_gravity_aligned_points_when_the_profile_asks_and_its_class_size
     assert!(!vehicles.is_empty());
     assert!(vehicles.iter().all(|b| b.flags.iter().any(|f| f == "size_outlier")));
     check_shards(std::slice::from_ref(&dir));
+}
+
+/// The RGB check through `boxlayer run` on the real Waymo frame: the bundled classifier loads by
+/// config, its hash is recorded, every track gets a verdict or a note, agreement and
+/// `class_conflict` follow the verdict, and the independent reader accepts the new columns.
+#[test]
+fn the_rgb_check_judges_every_visible_track_of_the_real_frame() {
+    let Some(fixture) = waymo_fixture::waymo_fixture("frame_with_cameras.tfrecord") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let config = tmp.path().join("check.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "extends = {:?}\n[stages]\ncamera_check = true\n[camera]\nclassifier = {:?}\n",
+            repo("pipelines/3eed_waymo.toml").display().to_string(),
+            repo("classifiers/crop_sim").display().to_string()
+        ),
+    )
+    .unwrap();
+    let summary = run(&options(&config, &fixture, Platform::Vehicle, &tmp.path().join("out"))).unwrap();
+    let dir = only_dir(&summary);
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap()).unwrap();
+    let sha = std::fs::read_to_string(repo("classifiers/crop_sim/classifier.toml")).unwrap();
+    let recorded = manifest["classifier"]["sha256"].as_str().unwrap();
+    assert!(sha.contains(recorded), "manifest records the model's sha256 {recorded}");
+    let rows = read_box_rows(&dir.join("boxes.parquet")).unwrap();
+    assert_eq!(rows.len(), 75);
+    let mut judged = 0;
+    let mut agree = 0;
+    for r in &rows {
+        match (&r.rgb_class, &r.rgb_note) {
+            (Some(rgb), None) => {
+                judged += 1;
+                let agrees = r.rgb_agrees.unwrap();
+                assert_eq!(agrees, *rgb == r.class, "box {}", r.box_id);
+                agree += usize::from(agrees);
+                let conflict = r.flags.iter().any(|f| f == "class_conflict");
+                assert_eq!(conflict, !agrees && r.rgb_score.unwrap() >= 0.5, "box {}", r.box_id);
+            }
+            (None, Some(note)) => {
+                assert!(
+                    ["out_of_view", "too_small", "occluded"].contains(&note.as_str()),
+                    "{note}"
+                );
+                assert!(!r.flags.iter().any(|f| f == "class_conflict"));
+            }
+            other => panic!("box {}: {other:?}", r.box_id),
+        }
+        assert_eq!(
+            r.review_status, "verified",
+            "labels stay verified; flags say what to look at"
+        );
+    }
+    println!("RGB check on the real frame: {judged} of 75 labels judged, {agree} agree");
+    // The frame has no LiDAR points, so nothing reads as occluded, and every camera-facing label
+    // of a reasonable size is judged.
+    assert!(judged >= 20, "{judged}");
+    assert!(summary.camera_s > 0.0);
+    check_shards(&[dir]);
 }

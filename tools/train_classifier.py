@@ -17,7 +17,7 @@ Model: 6 conv blocks (3×3 conv, BN, ReLU; stride-2 / max-pool downsampling), gl
 pool, dropout, linear → 4 logits. Exported as ONNX opset 17, input `image` [N, 3, 64, 64]
 ((v/255 − 0.5)/0.5, RGB), output `logits` [N, 4], dynamic batch; the manifest's sha256 updated.
 
-    /work/venv-train/bin/python tools/train_classifier.py --data DIR --out classifiers/crop_sim \
+    python3 tools/train_classifier.py --data DIR --out classifiers/crop_sim \
         --seed 7 --epochs 6 [--resume]
 """
 

@@ -38,6 +38,8 @@ pub struct BenchReport {
     pub onnx_cpu_s: f64,
     /// Wall time of the detectors-only run (s).
     pub detectors_only_s: f64,
+    /// With `stages.camera_check` on: the same pipeline run with the check off (wall time, s).
+    pub without_camera_check_s: Option<f64>,
 }
 
 impl BenchReport {
@@ -71,7 +73,18 @@ impl std::fmt::Display for BenchReport {
             f,
             "pipeline / ONNX-bound limit {:>8.3}",
             self.pipeline_s / self.onnx_bound_s().max(1e-9)
-        )
+        )?;
+        if let Some(off) = self.without_camera_check_s {
+            writeln!(
+                f,
+                "RGB class check             {:>8.2} s in its pass; pipeline {:.2} s with it, {:.2} s without: +{:.1} %",
+                self.run.camera_s,
+                self.pipeline_s,
+                off,
+                100.0 * (self.pipeline_s / off.max(1e-9) - 1.0)
+            )?;
+        }
+        Ok(())
     }
 }
 
@@ -83,21 +96,32 @@ pub fn bench(options: &BenchOptions) -> Result<BenchReport, PipelineError> {
     } else {
         config.runtime.threads
     };
-    let started = Instant::now();
-    let summary = run(&RunOptions {
-        config: options.config.clone(),
-        data_root: PathBuf::from("."),
-        input: Some(options.log.clone()),
-        platform: Some(Platform::Vehicle),
-        truth: None,
-        out: options.out.clone(),
-        sequences: Vec::new(),
-        frames: None,
-        from: StartFrom::Read,
-        detections: None,
-        progress: false,
-    })?;
-    let pipeline_s = started.elapsed().as_secs_f64();
+    let run_with = |config: LoadedConfig, out: PathBuf| -> Result<(RunSummary, f64), PipelineError> {
+        let started = Instant::now();
+        let summary = run(&RunOptions {
+            config,
+            data_root: PathBuf::from("."),
+            input: Some(options.log.clone()),
+            platform: Some(Platform::Vehicle),
+            truth: None,
+            out,
+            sequences: Vec::new(),
+            frames: None,
+            from: StartFrom::Read,
+            detections: None,
+            progress: false,
+        })?;
+        Ok((summary, started.elapsed().as_secs_f64()))
+    };
+    let (summary, pipeline_s) = run_with(options.config.clone(), options.out.clone())?;
+    // With the RGB check on, the same run without it says what the check adds.
+    let without_camera_check_s = if config.stages.camera_check {
+        let mut off = options.config.clone();
+        off.config.stages.camera_check = false;
+        Some(run_with(off, options.out.join("without-camera-check"))?.1)
+    } else {
+        None
+    };
 
     // The same sweeps, read into memory first, through the detectors alone.
     let reader_options = config
@@ -137,6 +161,7 @@ pub fn bench(options: &BenchOptions) -> Result<BenchReport, PipelineError> {
         pipeline_s,
         onnx_cpu_s,
         detectors_only_s,
+        without_camera_check_s,
     })
 }
 
