@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::error::ClassifyError;
+use crate::detect::folder_name;
 use crate::frame::ObjectClass;
 
 /// The manifest's file name inside a classifier folder.
@@ -308,11 +309,7 @@ impl ClassifierManifest {
             reason: e.to_string(),
         })?;
         if manifest.name.is_empty() {
-            manifest.name = dir
-                .canonicalize()
-                .ok()
-                .and_then(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()))
-                .unwrap_or_else(|| dir.display().to_string());
+            manifest.name = folder_name(dir);
         }
         manifest.validate()?;
         Ok(manifest)

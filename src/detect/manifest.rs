@@ -597,6 +597,15 @@ impl Default for RuntimeConfig {
     }
 }
 
+/// The name a model folder gives a manifest without one: the folder's own name (after resolving
+/// `.` and links), or the path as given when it has none.
+pub fn folder_name(dir: &Path) -> String {
+    dir.canonicalize()
+        .ok()
+        .and_then(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .unwrap_or_else(|| dir.display().to_string())
+}
+
 impl DetectorManifest {
     /// Reads `dir/detector.toml`; the name defaults to the folder name. Checks only the syntax
     /// and the manifest's own consistency ([`DetectorManifest::validate`]), not the models.
@@ -611,11 +620,7 @@ impl DetectorManifest {
             reason: e.to_string(),
         })?;
         if manifest.name.is_empty() {
-            manifest.name = dir
-                .canonicalize()
-                .ok()
-                .and_then(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()))
-                .unwrap_or_else(|| dir.display().to_string());
+            manifest.name = folder_name(dir);
         }
         manifest.validate()?;
         Ok(manifest)
