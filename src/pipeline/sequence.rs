@@ -294,7 +294,7 @@ fn kept_points(
     }
 }
 
-/// Per-frame context pass 3 needs.
+/// Per-frame context passes 3 and 4 need.
 pub(super) struct FrameContext {
     /// The frame's position in the source (`Source::frame(position)`).
     pub(super) position: usize,
