@@ -8,9 +8,9 @@
 #SBATCH --signal=B:TERM@300
 #SBATCH --output=boxlayer-%A_%a.out
 #
-# boxlayer takes the worker index and count from Slurm's SLURM_ARRAY_TASK_ID and
-# SLURM_ARRAY_TASK_COUNT, so the array must run 0..N-1 with step 1 (`--array=0-11`, with any
-# `%K` limit on tasks at once); this script refuses other arrays. Each task runs
+# boxlayer takes the worker index (SLURM_ARRAY_TASK_ID - SLURM_ARRAY_TASK_MIN) and count
+# (SLURM_ARRAY_TASK_COUNT) from Slurm, so the array must be one range with step 1 (`--array=0-11`,
+# with any `%K` limit on tasks at once); this script refuses steps and gaps. Each task runs
 #   $BOXLAYER run "$CONFIG" --data-root "$DATA_ROOT" --out "$OUT" --resume --threads "$SLURM_CPUS_PER_TASK" [ARGS...]
 # with the script's arguments appended. Set BOXLAYER (default: `boxlayer` on PATH), CONFIG,
 # DATA_ROOT and OUT in the environment; sbatch passes the submitting shell's environment on.
@@ -48,17 +48,14 @@ THREADS=${THREADS:-${SLURM_CPUS_PER_TASK:-}}
 [ -n "${SLURM_ARRAY_TASK_COUNT:-}${SLURM_ARRAY_TASK_MAX:-}" ] || die "SLURM_ARRAY_TASK_COUNT is not set: boxlayer needs the worker count too"
 command -v "$BOXLAYER" >/dev/null 2>&1 || die "no boxlayer binary '$BOXLAYER': put it on PATH or set BOXLAYER"
 
-# boxlayer reads the task id as the worker index, so an array from 1, with a step or with gaps
-# would give some task an index at or above the count or leave sequences to nobody.
-if [ -n "${SLURM_ARRAY_TASK_MIN:-}" ] && [ "$SLURM_ARRAY_TASK_MIN" != 0 ]; then
-  die "the array starts at $SLURM_ARRAY_TASK_MIN; use --array=0-N"
-fi
+# A step or gaps (`--array=0-22:2`, `--array=0,3,5`) would give some task an index at or above
+# the count and leave some sequences to no task.
 if [ -n "${SLURM_ARRAY_TASK_STEP:-}" ] && [ "$SLURM_ARRAY_TASK_STEP" != 1 ]; then
-  die "the array steps by $SLURM_ARRAY_TASK_STEP; use --array=0-N"
+  die "the array steps by $SLURM_ARRAY_TASK_STEP; use one range with step 1, --array=0-N"
 fi
 if [ -n "${SLURM_ARRAY_TASK_COUNT:-}" ] && [ -n "${SLURM_ARRAY_TASK_MAX:-}" ] \
-  && [ "$SLURM_ARRAY_TASK_COUNT" != $((SLURM_ARRAY_TASK_MAX + 1)) ]; then
-  die "the array has $SLURM_ARRAY_TASK_COUNT tasks up to index $SLURM_ARRAY_TASK_MAX (gaps); use --array=0-N"
+  && [ "$SLURM_ARRAY_TASK_COUNT" != $((SLURM_ARRAY_TASK_MAX - ${SLURM_ARRAY_TASK_MIN:-0} + 1)) ]; then
+  die "the array has $SLURM_ARRAY_TASK_COUNT tasks from ${SLURM_ARRAY_TASK_MIN:-0} to $SLURM_ARRAY_TASK_MAX (gaps); use one range, --array=0-N"
 fi
 
 args=(run "$CONFIG" --data-root "$DATA_ROOT" --out "$OUT" --resume)
@@ -67,7 +64,7 @@ if [ -n "$THREADS" ]; then
 fi
 args+=("$@")
 
-say "task ${SLURM_ARRAY_TASK_ID} of ${SLURM_ARRAY_TASK_COUNT:-?} on $(hostname): $BOXLAYER ${args[*]}"
+say "array task ${SLURM_ARRAY_TASK_ID} (${SLURM_ARRAY_TASK_COUNT:-?} tasks) on $(hostname): $BOXLAYER ${args[*]}"
 # exec: Slurm's SIGTERM (scancel, --signal before the time limit) reaches boxlayer itself, which
 # stops cleanly (exit 143) and leaves nothing that looks finished; its exit code is the task's.
 exec "$BOXLAYER" "${args[@]}"
