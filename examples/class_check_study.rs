@@ -158,6 +158,7 @@ fn main() -> Result<()> {
                     progress: false,
                     normalize: None,
                     classifier: Some(&classifier),
+                    stop: None,
                 },
                 None,
             )?;

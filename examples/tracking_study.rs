@@ -554,6 +554,7 @@ fn main() -> Result<()> {
                         normalize: None,
                         progress: false,
                         classifier: None,
+                        stop: None,
                     },
                     None,
                 )

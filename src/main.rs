@@ -65,6 +65,39 @@ enum Command {
         /// Your own detections (JSON lines, docs/pipeline.md) instead of the config's detectors.
         #[arg(long, conflicts_with = "from")]
         detections: Option<PathBuf>,
+        /// This worker's index among `--workers` (0-based): it takes the manifest's sequences at
+        /// positions k with k mod workers = worker. Default: the job array's index from the
+        /// environment (SLURM_ARRAY_TASK_ID, JOB_COMPLETION_INDEX; docs/cluster.md), else all.
+        #[arg(long, requires = "workers")]
+        worker: Option<usize>,
+        /// How many workers share the manifest (default: SLURM_ARRAY_TASK_COUNT, BOXLAYER_WORKERS).
+        #[arg(long)]
+        workers: Option<usize>,
+        /// Skip sequences finished by the same config and frame selection; clear and redo
+        /// unfinished ones; refuse ones finished by another config (unless --force).
+        #[arg(long)]
+        resume: bool,
+        /// With --resume: redo sequences finished by another config.
+        #[arg(long, requires = "resume")]
+        force: bool,
+        /// Frames processed at once, and ONNX Runtime sessions per detector graph (one intra-op
+        /// thread each); default: the config's `runtime.threads`, 0 there meaning every core.
+        #[arg(long)]
+        threads: Option<usize>,
+    },
+    /// Gather a run's sequence folders into `OUT/dataset.json` and check the dataset is complete:
+    /// every sequence of the config's data manifest present once, finished, by one config; print
+    /// the missing and failed ones with the command that redoes them (exit 1 if any).
+    Merge {
+        /// The run's output folder.
+        out: PathBuf,
+        /// The run's pipeline config (its data manifest lists the sequences that belong); without
+        /// it, the folders found are the dataset.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// The run's `--data-root` (for the commands printed).
+        #[arg(long, default_value = ".")]
+        data_root: PathBuf,
     },
     /// Measure the pipeline against its ONNX-bound limit on a simulated vehicle log: the whole
     /// run's wall time, then the detectors' ONNX sessions alone on the same sweeps and threads.
@@ -252,8 +285,6 @@ fn parse_range(text: &str) -> Result<std::ops::Range<usize>, String> {
     Ok(a..b)
 }
 
-/// Writes `text` to standard output. A closed stdout (`boxlayer … | head`) ends the output
-/// quietly, as Unix tools do, instead of panicking as `print!` would; files already written stay.
 /// Writes `text` to `out`, or to standard output when `out` is `-`; a file is written whole under
 /// a temporary name and renamed, so it is never seen half-written.
 fn write_output(out: &std::path::Path, text: &str) -> anyhow::Result<()> {
@@ -264,6 +295,8 @@ fn write_output(out: &std::path::Path, text: &str) -> anyhow::Result<()> {
     }
 }
 
+/// Writes `text` to standard output. A closed stdout (`boxlayer … | head`) ends the output
+/// quietly, as Unix tools do, instead of panicking as `print!` would; files already written stay.
 fn write_stdout(text: &str) -> anyhow::Result<()> {
     use std::io::Write as _;
     let mut stdout = std::io::stdout().lock();
@@ -280,11 +313,52 @@ fn main() -> ExitCode {
         .init();
     match run(Cli::parse()) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::FAILURE
-        }
+        Err(e) => match e.downcast_ref::<Exit>() {
+            Some(exit) => {
+                eprintln!("{}", exit.message);
+                ExitCode::from(exit.code)
+            }
+            None => {
+                eprintln!("error: {e:#}");
+                ExitCode::FAILURE
+            }
+        },
     }
+}
+
+/// A command that ran to its end but must report failure with this exit status; its message
+/// is printed alone (what failed was listed on the way).
+#[derive(Debug)]
+struct Exit {
+    code: u8,
+    message: String,
+}
+
+impl std::fmt::Display for Exit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Exit {}
+
+/// SIGINT and SIGTERM raise `stop` (the run ends the current sequence without output, then
+/// exits 130 or 143); a second one ends the process at once with the same status, which also
+/// leaves nothing that looks complete.
+fn stop_on_signals(stop: &boxlayer::pipeline::StopSignal) -> anyhow::Result<()> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicBool;
+    let seen = Arc::new(AtomicBool::new(false));
+    for signal in [SIGINT, SIGTERM] {
+        // Registered first, so it sees `seen` as the earlier signal left it.
+        signal_hook::flag::register_conditional_shutdown(signal, 128 + signal, Arc::clone(&seen))
+            .context("install the signal handlers")?;
+        signal_hook::flag::register(signal, Arc::clone(&seen)).context("install the signal handlers")?;
+        signal_hook::flag::register_usize(signal, stop.flag(), signal as usize)
+            .context("install the signal handlers")?;
+    }
+    Ok(())
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
@@ -316,23 +390,69 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             frames,
             from,
             detections,
+            worker,
+            workers,
+            resume,
+            force,
+            threads,
         } => {
             let loaded = boxlayer::pipeline::PipelineConfig::load(&config)?;
+            let share = boxlayer::pipeline::WorkerShare::resolve(worker, workers, |name| std::env::var(name).ok())?;
+            let stop = boxlayer::pipeline::StopSignal::new();
+            stop_on_signals(&stop)?;
             let options = boxlayer::pipeline::RunOptions {
-                config: loaded,
                 data_root,
                 input,
                 platform,
                 truth,
-                out,
                 sequences,
                 frames,
                 from,
                 detections,
                 progress: true,
+                share,
+                resume,
+                force,
+                threads,
+                stop,
+                ..boxlayer::pipeline::RunOptions::new(loaded, out)
             };
             let summary = boxlayer::pipeline::run(&options).context("run")?;
             write_stdout(&summary.to_string())?;
+            if let Some(signal) = summary.interrupted {
+                return Err(Exit {
+                    code: 128 + signal.clamp(1, 127) as u8,
+                    message: format!("run stopped by signal {signal}; rerun with --resume to finish it"),
+                }
+                .into());
+            }
+            if !summary.failed.is_empty() {
+                return Err(Exit {
+                    code: 1,
+                    message: format!(
+                        "{} of {} sequences failed (listed above; each left a <sequence>.failed.json)",
+                        summary.failed.len(),
+                        summary.failed.len() + summary.sequences.len() + summary.skipped.len()
+                    ),
+                }
+                .into());
+            }
+        }
+        Command::Merge { out, config, data_root } => {
+            let loaded = config
+                .as_deref()
+                .map(boxlayer::pipeline::PipelineConfig::load)
+                .transpose()?;
+            let report = boxlayer::pipeline::merge(&out, loaded.as_ref(), &data_root)
+                .with_context(|| format!("merge {}", out.display()))?;
+            write_stdout(&report.to_string())?;
+            if !report.dataset.complete {
+                return Err(Exit {
+                    code: 1,
+                    message: format!("{}: the dataset is incomplete (listed above)", out.display()),
+                }
+                .into());
+            }
         }
         Command::Bench {
             frames,

@@ -51,6 +51,7 @@ fn help_lists_the_working_commands() {
             "eval",
             "fuse",
             "inspect",
+            "merge",
             "normalize",
             "run",
             "simulate",

@@ -12,7 +12,7 @@ use thiserror::Error;
 
 use crate::eval::EvalError;
 use crate::frame::Platform;
-use crate::pipeline::{PipelineConfig, PipelineError, RunOptions, RunSummary, StartFrom};
+use crate::pipeline::{PipelineConfig, PipelineError, RunOptions, RunSummary};
 use crate::sim::{SimConfig, SimWriteError, WaymoWriteError, WaymoWriteOptions, simulate_m3ed, simulate_waymo_with};
 
 /// The demo's pipeline config, read from the repository the binary was built from.
@@ -114,18 +114,14 @@ pub fn run(options: &DemoOptions) -> Result<String, DemoError> {
             &options.out.join("logs").join(platform.as_str()),
         )?;
         let summary = crate::pipeline::run(&RunOptions {
-            config: config.clone(),
             data_root: options.out.join("logs"),
             input: Some(log.path.clone()),
             platform: Some(platform),
             truth: Some(log.truth.clone()),
-            out: options.out.join("shards"),
-            sequences: Vec::new(),
-            frames: None,
-            from: StartFrom::Read,
-            detections: None,
             progress: options.progress,
-        })?;
+            ..RunOptions::new(config.clone(), options.out.join("shards"))
+        })?
+        .into_complete()?;
         runs.push((log, summary));
     }
     Ok(render(&runs, options))

@@ -24,7 +24,7 @@ pub use command::{DetectInput, DetectReport, detect_file, detect_frames};
 pub use detector::{Detector, StageTimings, sha256_file};
 pub use error::DetectError;
 pub use head_map::{DecodedBox, HeadMap, activate, map_shape};
-pub use manifest::{DetectorManifest, MANIFEST_FILE, folder_name};
+pub use manifest::{DetectorManifest, MANIFEST_FILE, MAX_SESSIONS, folder_name};
 pub use pillarize::{PillarError, PillarGrid, PillarRows, PillarSpec, Pillars, pillarize, pillarize_into, tanh_column};
 pub use postprocess::select_boxes;
 pub use runtime::{

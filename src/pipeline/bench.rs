@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use rayon::prelude::*;
 
-use super::{LoadedConfig, PipelineError, RunOptions, RunSummary, StartFrom, load_detectors, run};
+use super::{LoadedConfig, PipelineError, RunOptions, RunSummary, load_detectors, run};
 use crate::frame::Platform;
 
 /// What the bench runs.
@@ -99,18 +99,11 @@ pub fn bench(options: &BenchOptions) -> Result<BenchReport, PipelineError> {
     let run_with = |config: LoadedConfig, out: PathBuf| -> Result<(RunSummary, f64), PipelineError> {
         let started = Instant::now();
         let summary = run(&RunOptions {
-            config,
-            data_root: PathBuf::from("."),
             input: Some(options.log.clone()),
             platform: Some(Platform::Vehicle),
-            truth: None,
-            out,
-            sequences: Vec::new(),
-            frames: None,
-            from: StartFrom::Read,
-            detections: None,
-            progress: false,
-        })?;
+            ..RunOptions::new(config, out)
+        })?
+        .into_complete()?;
         Ok((summary, started.elapsed().as_secs_f64()))
     };
     let (summary, pipeline_s) = run_with(options.config.clone(), options.out.clone())?;
@@ -131,7 +124,7 @@ pub fn bench(options: &BenchOptions) -> Result<BenchReport, PipelineError> {
     let clouds = (0..source.len())
         .map(|i| source.frame(i).map(|f| f.cloud))
         .collect::<Result<Vec<_>, _>>()?;
-    let detectors = load_detectors(&options.config)?;
+    let detectors = load_detectors(&options.config, threads)?;
     let pool = super::sequence::thread_pool(threads)?;
     let started = Instant::now();
     let onnx: Result<Vec<Duration>, PipelineError> = pool.install(|| {

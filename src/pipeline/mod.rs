@@ -8,10 +8,14 @@ mod camera_pass;
 mod config;
 mod data_manifest;
 mod detections_jsonl;
+mod merge;
 mod renormalize;
+mod resume;
 mod score;
 mod scratch;
 mod sequence;
+mod stop;
+mod workers;
 
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
@@ -30,9 +34,15 @@ pub use data_manifest::{DataManifest, ManifestError, SequenceEntry, Split};
 pub use detections_jsonl::{
     DEFAULT_FRAME_PERIOD_MICROS, fuse_detections_file, read_detections_jsonl, track_boxes_file,
 };
+pub use merge::{DATASET_FILE, DatasetManifest, DatasetSequence, MergeReport, merge};
 pub use renormalize::{RenormalizeSummary, renormalize};
+pub use resume::{
+    FAILED_SUFFIX, FailureRecord, LOCKS_DIR, OnDisk, RunIdentity, SequenceLock, error_chain, on_disk, read_failure,
+};
 pub use score::{ClassAp, LayerScores, class_ap, label_truth, score_layer, visible_truth};
 pub use sequence::{DetectionsFrom, SequenceJob, SequenceLayer, run_sequence, track_input};
+pub use stop::StopSignal;
+pub use workers::{SHARE_ENV, WorkerShare};
 
 use crate::boxes::Detection;
 use crate::classify::{Classifier, ClassifyError};
@@ -126,6 +136,32 @@ pub enum PipelineError {
         /// The sequence folder.
         path: PathBuf,
     },
+    /// A sequence of a run failed (`RunSummary::into_complete`).
+    #[error("{sequence}")]
+    SequenceFailed {
+        /// The sequence.
+        sequence: String,
+        /// Why.
+        source: std::sync::Arc<PipelineError>,
+    },
+    /// The run was asked to stop (SIGINT, SIGTERM) before the sequence finished.
+    #[error("interrupted by signal {signal}")]
+    Interrupted {
+        /// The signal's number.
+        signal: i32,
+    },
+    /// `--resume` found the sequence finished by another config or frame selection.
+    #[error(
+        "{path}: finished by another config or frame selection (config sha256 {found}, this run's {ours}); pass --force to redo it, or choose another --out"
+    )]
+    OtherRun {
+        /// The sequence folder.
+        path: PathBuf,
+        /// The config sha256 (and frames) that made it.
+        found: String,
+        /// This run's.
+        ours: String,
+    },
     /// The run was asked for sequences the manifest does not list.
     #[error("--sequences: {names} not in the data manifest")]
     UnknownSequences {
@@ -186,6 +222,74 @@ pub struct RunOptions {
     pub detections: Option<PathBuf>,
     /// Show progress bars (only on a terminal).
     pub progress: bool,
+    /// This worker's share of the manifest's sequences; `None`: all of them.
+    pub share: Option<WorkerShare>,
+    /// Skip sequences already finished by the same config and frame selection.
+    pub resume: bool,
+    /// With `resume`: redo sequences finished by another config instead of refusing.
+    pub force: bool,
+    /// Frames processed at once, and ONNX sessions per graph (one intra-op thread each); `None`:
+    /// the config's `runtime.threads`.
+    pub threads: Option<usize>,
+    /// Raised to stop the run early (the binary's SIGINT/SIGTERM handler).
+    pub stop: StopSignal,
+}
+
+impl RunOptions {
+    /// A full run of `config`'s data manifest into `out`: every sequence, every frame, one
+    /// worker, no resume; fields are public to change.
+    pub fn new(config: LoadedConfig, out: PathBuf) -> Self {
+        Self {
+            config,
+            data_root: PathBuf::from("."),
+            input: None,
+            platform: None,
+            truth: None,
+            out,
+            sequences: Vec::new(),
+            frames: None,
+            from: StartFrom::Read,
+            detections: None,
+            progress: false,
+            share: None,
+            resume: false,
+            force: false,
+            threads: None,
+            stop: StopSignal::new(),
+        }
+    }
+
+    /// What makes this run's sequence folders: the config's sha256 and the frame selection.
+    pub fn identity(&self) -> RunIdentity {
+        RunIdentity {
+            config_sha256: sha256_hex(self.config.resolved_toml.as_bytes()),
+            frames: self.frames.as_ref().map(|r| [r.start as u64, r.end as u64]),
+        }
+    }
+}
+
+/// A sequence of the run's share that was not run, and why.
+#[derive(Debug, Clone)]
+pub struct SkippedSequence {
+    /// The sequence.
+    pub sequence: String,
+    /// Its platform.
+    pub platform: Platform,
+    /// Why (`finished by the same config`, `locked by pid 12 on node3`).
+    pub reason: String,
+}
+
+/// A sequence that failed; the run went on with the others.
+#[derive(Debug, Clone)]
+pub struct SequenceFailure {
+    /// The sequence.
+    pub sequence: String,
+    /// Its platform.
+    pub platform: Platform,
+    /// Its folder (absent; the failure record lies beside it).
+    pub dir: PathBuf,
+    /// What went wrong.
+    pub error: std::sync::Arc<PipelineError>,
 }
 
 /// One sequence's result.
@@ -228,6 +332,33 @@ pub struct RunSummary {
     pub write_s: f64,
     /// Wall time (s).
     pub seconds: f64,
+    /// The worker share the run took, when it took one.
+    pub share: Option<WorkerShare>,
+    /// Sequences of the share not run (finished, or locked by another worker).
+    pub skipped: Vec<SkippedSequence>,
+    /// Sequences that failed (each left a `<sequence>.failed.json`).
+    pub failed: Vec<SequenceFailure>,
+    /// The signal that stopped the run early, if one did; sequences after `sequences` did not run.
+    pub interrupted: Option<i32>,
+    /// Sequences of the share not reached because the run was stopped.
+    pub not_reached: Vec<String>,
+}
+
+impl RunSummary {
+    /// `Ok` when every sequence of the run finished (or was skipped as finished); otherwise the
+    /// first failure's error, or `Interrupted`.
+    pub fn into_complete(self) -> Result<Self, PipelineError> {
+        if let Some(signal) = self.interrupted {
+            return Err(PipelineError::Interrupted { signal });
+        }
+        match self.failed.first() {
+            Some(f) => Err(PipelineError::SequenceFailed {
+                sequence: f.sequence.clone(),
+                source: std::sync::Arc::clone(&f.error),
+            }),
+            None => Ok(self),
+        }
+    }
 }
 
 /// One sequence to run.
@@ -257,17 +388,25 @@ pub fn load_classifier(config: &LoadedConfig) -> Result<Option<Classifier>, Pipe
         .map_err(|source| PipelineError::ClassifierLoad { path: dir, source })
 }
 
-/// Loads every detector of the config once.
-pub fn load_detectors(config: &LoadedConfig) -> Result<Vec<Detector>, PipelineError> {
+/// Loads every detector of the config once, for a pipeline running `threads` frames at once:
+/// each graph gets `threads` sessions of one intra-op thread (a detector manifest's
+/// `[runtime] threads` and `sessions` are for `boxlayer detect`; its execution provider stands).
+pub fn load_detectors(config: &LoadedConfig, threads: usize) -> Result<Vec<Detector>, PipelineError> {
     config
         .config
         .detector_dirs(&config.path)
         .into_iter()
         .map(|dir| {
-            Detector::load(&dir).map_err(|source| PipelineError::DetectorLoad {
-                path: dir,
-                source: Box::new(source),
-            })
+            crate::detect::DetectorManifest::load(&dir)
+                .and_then(|mut manifest| {
+                    manifest.runtime.sessions = threads.clamp(1, crate::detect::MAX_SESSIONS);
+                    manifest.runtime.threads = 1;
+                    Detector::from_manifest(manifest, &dir)
+                })
+                .map_err(|source| PipelineError::DetectorLoad {
+                    path: dir,
+                    source: Box::new(source),
+                })
         })
         .collect()
 }
@@ -276,15 +415,40 @@ fn sha256_hex(bytes: &[u8]) -> String {
     Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Runs every sequence of the options and writes their shards.
+/// Runs every sequence of the options (this worker's share of them) and writes their shards.
+/// A sequence that fails is recorded (`<sequence>.failed.json`, `RunSummary::failed`) and the
+/// run goes on; errors that concern every sequence (config, manifest, detectors) end it before
+/// any output.
 pub fn run(options: &RunOptions) -> Result<RunSummary, PipelineError> {
     let started = Instant::now();
     let loaded = &options.config;
     let config = &loaded.config;
-    let planned = plan(options)?;
+    let mut planned = plan(options)?;
+    if let Some(share) = options.share {
+        planned = planned
+            .into_iter()
+            .enumerate()
+            .filter(|(k, _)| share.owns(*k))
+            .map(|(_, p)| p)
+            .collect();
+        tracing::info!("{share}: {} sequences", planned.len());
+    }
+    let identity = options.identity();
+    let refuses_other_runs = options.resume && !options.force && options.from == StartFrom::Read;
+    if refuses_other_runs {
+        // Checked before any work; checked again under each sequence's lock.
+        for p in &planned {
+            other_run(&sequence_dir(options, p), &identity)?;
+        }
+    }
+    let threads = match options.threads {
+        Some(0) | None if config.runtime.threads == 0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        Some(0) | None => config.runtime.threads,
+        Some(n) => n,
+    };
     // Detectors load (and their model hashes are checked) before any output is written.
     let detectors = match (config.origin, options.from, &options.detections) {
-        (LayerOrigin::Detect, StartFrom::Read, None) => load_detectors(loaded)?,
+        (LayerOrigin::Detect, StartFrom::Read, None) => load_detectors(loaded, threads)?,
         _ => Vec::new(),
     };
     let classifier = load_classifier(loaded)?;
@@ -292,29 +456,93 @@ pub fn run(options: &RunOptions) -> Result<RunSummary, PipelineError> {
         Some(path) => Some(read_detections_jsonl(path)?),
         None => None,
     };
-    let threads = if config.runtime.threads == 0 {
-        std::thread::available_parallelism().map_or(1, |n| n.get())
-    } else {
-        config.runtime.threads
-    };
     let pool = sequence::thread_pool(threads)?;
     let mut summary = RunSummary {
         threads,
+        share: options.share,
         ..RunSummary::default()
     };
     let bar = progress_bar(options.progress, planned.len() as u64, "sequences");
-    for p in &planned {
-        let empty = BTreeMap::new();
-        let given = given.as_ref().map(|g| g.get(&p.name).unwrap_or(&empty));
-        let s = pool.install(|| run_one(options, p, &detectors, classifier.as_ref(), given))?;
-        summary.read_cpu_s += s.1.read_cpu_s;
-        summary.detect_cpu_s += s.1.detect_cpu_s;
-        summary.onnx_cpu_s += s.1.onnx_cpu_s;
-        summary.track_s += s.1.track_s;
-        summary.describe_s += s.1.describe_s;
-        summary.camera_s += s.1.camera_s;
-        summary.write_s += s.1.write_s;
-        summary.sequences.push(s.0);
+    for (k, p) in planned.iter().enumerate() {
+        if let Some(signal) = options.stop.raised() {
+            summary.interrupted = Some(signal);
+            summary.not_reached = planned[k..].iter().map(|p| p.name.clone()).collect();
+            break;
+        }
+        let dir = sequence_dir(options, p);
+        let skip = |summary: &mut RunSummary, reason: String| {
+            tracing::info!("{}: skipped: {reason}", p.name);
+            summary.skipped.push(SkippedSequence {
+                sequence: p.name.clone(),
+                platform: p.platform,
+                reason,
+            });
+        };
+        let lock = match SequenceLock::try_acquire(&options.out, p.platform.as_str(), &p.name)? {
+            Ok(lock) => lock,
+            Err(holder) => {
+                skip(&mut summary, format!("locked by {holder}"));
+                continue;
+            }
+        };
+        let outcome = match on_disk(&dir) {
+            OnDisk::Finished(found) if options.resume && found == identity => {
+                skip(&mut summary, "finished by the same config".to_string());
+                continue;
+            }
+            OnDisk::Incomplete if options.resume => {
+                tracing::info!("{}: clearing an incomplete folder {}", p.name, dir.display());
+                std::fs::remove_dir_all(&dir)
+                    .map_err(|source| PipelineError::Io {
+                        path: dir.clone(),
+                        source,
+                    })
+                    .and_then(|()| run_one_in(options, p, &detectors, classifier.as_ref(), given.as_ref(), &pool))
+            }
+            _ if refuses_other_runs => other_run(&dir, &identity)
+                .and_then(|()| run_one_in(options, p, &detectors, classifier.as_ref(), given.as_ref(), &pool)),
+            _ => run_one_in(options, p, &detectors, classifier.as_ref(), given.as_ref(), &pool),
+        };
+        match outcome {
+            Ok((s, times)) => {
+                resume::clear_failure(&dir)?;
+                summary.read_cpu_s += times.read_cpu_s;
+                summary.detect_cpu_s += times.detect_cpu_s;
+                summary.onnx_cpu_s += times.onnx_cpu_s;
+                summary.track_s += times.track_s;
+                summary.describe_s += times.describe_s;
+                summary.camera_s += times.camera_s;
+                summary.write_s += times.write_s;
+                summary.sequences.push(s);
+            }
+            Err(PipelineError::Interrupted { signal }) => {
+                tracing::warn!("{}: stopped by signal {signal}; its partial output is removed", p.name);
+                summary.interrupted = Some(signal);
+                summary.not_reached = planned[k..].iter().map(|p| p.name.clone()).collect();
+                break;
+            }
+            Err(e) => {
+                let chain = error_chain(&e);
+                tracing::error!("{}: failed: {}", p.name, chain.join(": "));
+                resume::record_failure(
+                    &dir,
+                    &FailureRecord {
+                        sequence: p.name.clone(),
+                        platform: p.platform.as_str().to_string(),
+                        error: chain,
+                        config_sha256: identity.config_sha256.clone(),
+                        failed_unix_s: unix_now(),
+                    },
+                )?;
+                summary.failed.push(SequenceFailure {
+                    sequence: p.name.clone(),
+                    platform: p.platform,
+                    dir: dir.clone(),
+                    error: std::sync::Arc::new(e),
+                });
+            }
+        }
+        drop(lock);
         if let Some(bar) = &bar {
             bar.inc(1);
         }
@@ -324,6 +552,49 @@ pub fn run(options: &RunOptions) -> Result<RunSummary, PipelineError> {
     }
     summary.seconds = started.elapsed().as_secs_f64();
     Ok(summary)
+}
+
+fn sequence_dir(options: &RunOptions, p: &Planned) -> PathBuf {
+    options.out.join(p.platform.as_str()).join(&p.name)
+}
+
+/// `Err(OtherRun)` when `dir` is finished by another identity than `ours`.
+fn other_run(dir: &Path, ours: &RunIdentity) -> Result<(), PipelineError> {
+    match on_disk(dir) {
+        OnDisk::Finished(found) if &found != ours => {
+            let show = |id: &RunIdentity| match id.frames {
+                Some([a, b]) => format!("{}, frames {a}..{b}", id.config_sha256),
+                None => id.config_sha256.clone(),
+            };
+            Err(PipelineError::OtherRun {
+                path: dir.to_path_buf(),
+                found: show(&found),
+                ours: show(ours),
+            })
+        }
+        _ => Ok(()),
+    }
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+type SequenceOutcome = Result<(SequenceSummary, crate::shards::StageTimes), PipelineError>;
+
+fn run_one_in(
+    options: &RunOptions,
+    p: &Planned,
+    detectors: &[Detector],
+    classifier: Option<&Classifier>,
+    given: Option<&BTreeMap<String, BTreeMap<i64, Vec<Detection>>>>,
+    pool: &rayon::ThreadPool,
+) -> SequenceOutcome {
+    let empty = BTreeMap::new();
+    let given = given.map(|g| g.get(&p.name).unwrap_or(&empty));
+    pool.install(|| run_one(options, p, detectors, classifier, given))
 }
 
 pub(crate) fn progress_bar(wanted: bool, len: u64, what: &str) -> Option<indicatif::ProgressBar> {
@@ -452,7 +723,7 @@ fn run_one(
 ) -> Result<(SequenceSummary, crate::shards::StageTimes), PipelineError> {
     let started = Instant::now();
     let config = &options.config.config;
-    let dir = options.out.join(p.platform.as_str()).join(&p.name);
+    let dir = sequence_dir(options, p);
     tracing::info!("{}: {} ({})", p.name, p.shown_path, p.platform);
     let stored = match (options.from, given) {
         (StartFrom::Read, Some(given)) => Some(given.clone()),
@@ -503,6 +774,7 @@ fn run_one(
         progress: options.progress,
         normalize: profile.as_ref().map(|p| &p.profile),
         classifier,
+        stop: Some(&options.stop),
     };
     let layer = run_sequence(&job, Some(writer.points()))?;
     let write_started = Instant::now();
@@ -561,9 +833,8 @@ fn run_one(
         stage_times: times.clone(),
         errors: layer.errors.clone(),
         scores: scores.as_ref().and_then(|s| serde_json::to_value(s).ok()),
-        finished_unix_s: std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs()),
+        finished_unix_s: unix_now(),
+        frames: options.identity().frames,
         normalization: profile.as_ref().map(|p| NormalizationRecord {
             profile: p.profile.name.clone(),
             origin: p.origin.clone(),
@@ -615,10 +886,15 @@ fn counts_of(layer: &SequenceLayer) -> SequenceCounts {
 impl std::fmt::Display for RunSummary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let frames: u64 = self.sequences.iter().map(|s| s.counts.frames).sum();
+        if let Some(share) = self.share {
+            write!(f, "{share}: ")?;
+        }
         writeln!(
             f,
-            "{} sequences, {} frames in {:.1} s ({:.2} sweeps/s)",
+            "{} sequences finished, {} skipped, {} failed; {} frames in {:.1} s ({:.2} sweeps/s)",
             self.sequences.len(),
+            self.skipped.len(),
+            self.failed.len(),
             frames,
             self.seconds,
             frames as f64 / self.seconds.max(1e-9)
@@ -658,6 +934,29 @@ impl std::fmt::Display for RunSummary {
                     sc.vehicle_mota.map_or_else(|| "-".to_string(), |m| format!("{m:.3}"))
                 )?;
             }
+        }
+        for s in &self.skipped {
+            writeln!(f, "skipped {}/{}: {}", s.platform.as_str(), s.sequence, s.reason)?;
+        }
+        for s in &self.failed {
+            writeln!(
+                f,
+                "FAILED  {}/{}: {}",
+                s.platform.as_str(),
+                s.sequence,
+                error_chain(s.error.as_ref()).join(": ")
+            )?;
+        }
+        if let Some(signal) = self.interrupted {
+            writeln!(
+                f,
+                "STOPPED by signal {signal}: the sequences above finished; not finished: {}",
+                if self.not_reached.is_empty() {
+                    "none".to_string()
+                } else {
+                    self.not_reached.join(", ")
+                }
+            )?;
         }
         writeln!(
             f,

@@ -67,6 +67,9 @@ pub struct SequenceJob<'a> {
     pub normalize: Option<&'a Profile>,
     /// The RGB class check's image model (`stages.camera_check`); `None`: no check.
     pub classifier: Option<&'a Classifier>,
+    /// Looked at between windows of frames and between passes: once raised, the sequence ends
+    /// with `PipelineError::Interrupted`.
+    pub stop: Option<&'a super::StopSignal>,
 }
 
 /// What one sequence produced, before it is written.
@@ -424,7 +427,9 @@ pub fn run_sequence(job: &SequenceJob, points: Option<&mut PointsWriter>) -> Res
     let bar = super::progress_bar(job.progress, positions.len() as u64, &format!("frames of {name}"));
     let mut windows = positions.chunks(config.runtime.window_frames);
     let mut pending: Option<Vec<(Result<FrameResult, PipelineError>, usize)>> = None;
+    let stopped = || job.stop.map_or(Ok(()), |s| s.check());
     loop {
+        stopped()?;
         let window = windows.next();
         if window.is_none() && pending.is_none() {
             break;
@@ -488,6 +493,7 @@ pub fn run_sequence(job: &SequenceJob, points: Option<&mut PointsWriter>) -> Res
     }
 
     // ---- pass 2: tracking (or the source's labels) ---------------------------------------
+    stopped()?;
     let pass_started = Instant::now();
     let consolidation = match config.origin {
         LayerOrigin::Detect if config.stages.track => {
@@ -504,6 +510,7 @@ pub fn run_sequence(job: &SequenceJob, points: Option<&mut PointsWriter>) -> Res
     );
 
     // ---- pass 3: box rows ----------------------------------------------------------------
+    stopped()?;
     let review = Review {
         config: &config.review,
         sizes: job.normalize.map(|p| p.class_sizes).unwrap_or_default(),
@@ -517,6 +524,7 @@ pub fn run_sequence(job: &SequenceJob, points: Option<&mut PointsWriter>) -> Res
     times.describe_s = pass_started.elapsed().as_secs_f64();
 
     // ---- pass 4: the RGB class check -----------------------------------------------------
+    stopped()?;
     if let Some(classifier) = job.classifier {
         let started = Instant::now();
         let check = super::camera_pass::CameraCheck {

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 /// Version of the shard schema (`docs/schema.md`); a reader refuses a major version it does not know.
-pub const SCHEMA_VERSION: &str = "1.3";
+pub const SCHEMA_VERSION: &str = "1.4";
 
 /// One detector of the run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -131,6 +131,10 @@ pub struct RunManifest {
     /// The RGB check's classifier; `null` while the check is off.
     #[serde(default)]
     pub classifier: Option<ClassifierRecord>,
+    /// `[A, B]` when the run took only positions `A..B` of the log's frames (`--frames`); `null`
+    /// for every frame. With `config_sha256`, what `--resume` compares.
+    #[serde(default)]
+    pub frames: Option<[u64; 2]>,
 }
 
 /// The image model of the RGB class check.

@@ -23,7 +23,9 @@ pub use reader::{
 pub use schema::{
     BOX_ELEMENT_ORDER, box_schema, detection_schema, frame_schema, points_schema, review_schema, track_schema,
 };
-pub use writer::{PointsWriter, SUCCESS_FILE, SequenceWriter, ShardOptions, staging_dir};
+pub use writer::{
+    OLD_SUFFIX, PointsWriter, SUCCESS_FILE, SequenceWriter, ShardOptions, is_temporary_name, staging_dir,
+};
 
 /// Errors writing or reading shards; each names the file.
 #[derive(Debug, Error)]

@@ -473,7 +473,15 @@ pub fn read_points_frame(path: &Path, frame_index: i64) -> Result<Option<PointsF
 
 /// The complete sequence folders at or under `path` (`<out>/<platform>/<sequence>/`), sorted.
 pub fn sequence_dirs(path: &Path) -> Vec<PathBuf> {
-    let is_sequence = |p: &Path| p.join("boxes.parquet").is_file() && p.join(super::SUCCESS_FILE).is_file();
+    // A `.partial` or `.old` folder may hold `_SUCCESS` (the moment before its rename, or the
+    // folder a finished one replaced); its name says it is not the sequence.
+    let is_sequence = |p: &Path| {
+        p.join("boxes.parquet").is_file()
+            && p.join(super::SUCCESS_FILE).is_file()
+            && !p
+                .file_name()
+                .is_some_and(|n| super::is_temporary_name(&n.to_string_lossy()))
+    };
     if is_sequence(path) {
         return vec![path.to_path_buf()];
     }

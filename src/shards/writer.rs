@@ -369,6 +369,21 @@ pub struct SequenceWriter {
     sequence: String,
     options: ShardOptions,
     points: PointsWriter,
+    finished: bool,
+}
+
+impl Drop for SequenceWriter {
+    /// A folder that was not finished (an error, a stop request) is removed, so nothing of it
+    /// outlives the run; `kill -9` leaves it as `<sequence>.partial/`, which no reader takes and
+    /// the next run clears.
+    fn drop(&mut self) {
+        if !self.finished
+            && self.staging.exists()
+            && let Err(e) = std::fs::remove_dir_all(&self.staging)
+        {
+            tracing::warn!("{}: cannot remove {}: {e}", self.sequence, self.staging.display());
+        }
+    }
 }
 
 impl SequenceWriter {
@@ -391,6 +406,7 @@ impl SequenceWriter {
             staging,
             sequence: sequence.to_string(),
             options,
+            finished: false,
         })
     }
 
@@ -443,25 +459,75 @@ impl SequenceWriter {
         let success = self.staging.join(SUCCESS_FILE);
         write_atomic(&success, b"").map_err(io(&success))?;
         if self.final_dir.exists() {
-            // Move the old folder aside first so the new one never lands inside it.
-            let old = self.final_dir.with_file_name(format!(
-                "{}.old",
-                self.final_dir
-                    .file_name()
-                    .map(|n| n.to_string_lossy())
-                    .unwrap_or_default()
-            ));
-            if old.exists() {
-                std::fs::remove_dir_all(&old).map_err(io(&old))?;
-            }
-            std::fs::rename(&self.final_dir, &old).map_err(io(&self.final_dir))?;
-            std::fs::rename(&self.staging, &self.final_dir).map_err(io(&self.final_dir))?;
-            std::fs::remove_dir_all(&old).map_err(io(&old))?;
+            replace_dir(&self.staging, &self.final_dir)?;
         } else {
             std::fs::rename(&self.staging, &self.final_dir).map_err(io(&self.final_dir))?;
         }
+        self.finished = true;
         Ok(self.final_dir.clone())
     }
+}
+
+/// Puts the finished folder `new` in place of the folder `old` holds. On Linux the two swap in
+/// one step (`renameat2(RENAME_EXCHANGE)`), so `old`'s name always holds a complete folder and
+/// the replaced one, now under `new`'s `.partial` name, is removed; elsewhere (or where the file
+/// system cannot swap) the old folder is first moved to `<old>.old`.
+fn replace_dir(new: &Path, old: &Path) -> Result<(), ShardError> {
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| ShardError::Io { path, source }
+    };
+    #[cfg(target_os = "linux")]
+    {
+        if exchange(new, old).is_ok() {
+            return std::fs::remove_dir_all(new).map_err(io(new));
+        }
+    }
+    let aside = old.with_file_name(format!(
+        "{}{}",
+        old.file_name().map(|n| n.to_string_lossy()).unwrap_or_default(),
+        OLD_SUFFIX
+    ));
+    if aside.exists() {
+        std::fs::remove_dir_all(&aside).map_err(io(&aside))?;
+    }
+    std::fs::rename(old, &aside).map_err(io(old))?;
+    std::fs::rename(new, old).map_err(io(old))?;
+    std::fs::remove_dir_all(&aside).map_err(io(&aside))
+}
+
+/// Swaps two paths atomically (Linux `renameat2` with `RENAME_EXCHANGE`).
+#[cfg(target_os = "linux")]
+fn exchange(a: &Path, b: &Path) -> std::io::Result<()> {
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
+    let c = |p: &Path| CString::new(p.as_os_str().as_bytes()).map_err(std::io::Error::other);
+    let (a, b) = (c(a)?, c(b)?);
+    // SAFETY: both are valid NUL-terminated paths that live across the call; renameat2 reads them only.
+    let rc = unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            a.as_ptr(),
+            libc::AT_FDCWD,
+            b.as_ptr(),
+            libc::RENAME_EXCHANGE,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// Suffix of a finished folder moved aside while its replacement is renamed into place (where
+/// the two cannot be swapped in one step).
+pub const OLD_SUFFIX: &str = ".old";
+
+/// Whether a folder name is a temporary or set-aside one (`.partial`, `.old`), never a
+/// sequence's, whatever it holds.
+pub fn is_temporary_name(name: &str) -> bool {
+    name.ends_with(PARTIAL_SUFFIX) || name.ends_with(OLD_SUFFIX)
 }
 
 /// The folder a sequence is written in before it is complete (`<dir>.partial`).
