@@ -97,11 +97,15 @@ impl Fixture {
     }
 
     fn merge(&self, out: &Path) -> Output {
+        self.merge_with(out, &self.config)
+    }
+
+    fn merge_with(&self, out: &Path, config: &Path) -> Output {
         Command::new(env!("CARGO_BIN_EXE_boxlayer"))
             .arg("merge")
             .arg(out)
             .arg("--config")
-            .arg(&self.config)
+            .arg(config)
             .arg("--data-root")
             .arg(self.root.join("logs"))
             .output()
@@ -464,13 +468,7 @@ fn a_failing_sequence_is_recorded_the_others_finish_and_merge_names_the_redo() {
     let failure: serde_json::Value = serde_json::from_slice(&std::fs::read(&record).unwrap()).unwrap();
     assert!(failure["error"].to_string().contains(&rel), "{failure}");
     assert!(!out.join(platform).join(format!("{name}.partial")).exists());
-    let m = Command::new(env!("CARGO_BIN_EXE_boxlayer"))
-        .arg("merge")
-        .arg(&out)
-        .arg("--config")
-        .arg(&strict)
-        .output()
-        .unwrap();
+    let m = f.merge_with(&out, &strict);
     assert_eq!(m.status.code(), Some(1), "{}", text(&m));
     assert!(
         text(&m).contains(&format!("failed       {platform}/{name}"))
@@ -478,4 +476,37 @@ fn a_failing_sequence_is_recorded_the_others_finish_and_merge_names_the_redo() {
         "{}",
         text(&m)
     );
+}
+
+/// `tools/cluster/slurm_array.sh` run by hand as the two tasks of a two-task array finishes the
+/// manifest, and its shards are the single worker's.
+#[test]
+fn the_slurm_array_script_runs_locally_as_each_task_of_the_array() {
+    let f = fixture();
+    let (reference, _) = reference(&f);
+    let out = f.root.join("slurm");
+    for task in ["0", "1"] {
+        let o = Command::new("bash")
+            .arg(repo("tools/cluster/slurm_array.sh"))
+            .env("BOXLAYER", env!("CARGO_BIN_EXE_boxlayer"))
+            .env("CONFIG", &f.config)
+            .env("DATA_ROOT", f.root.join("logs"))
+            .env("OUT", &out)
+            .env("SLURM_ARRAY_TASK_ID", task)
+            .env("SLURM_ARRAY_TASK_COUNT", "2")
+            .env("SLURM_CPUS_PER_TASK", "1")
+            .env("BOXLAYER_LOG", "warn")
+            .env_remove("JOB_COMPLETION_INDEX")
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", text(&o));
+        assert!(
+            text(&o).contains(&format!("worker {task} of 2: 3 sequences finished")),
+            "{}",
+            text(&o)
+        );
+    }
+    let m = f.merge(&out);
+    assert!(m.status.success(), "{}", text(&m));
+    assert!(shards(&out) == reference, "the array's shards differ from one worker's");
 }

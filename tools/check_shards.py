@@ -392,6 +392,9 @@ def _check_sequence(rep, seq_dir, doc, quiet):
         return
     if not os.path.isfile(os.path.join(seq_dir, "_SUCCESS")):
         rep.fail("_SUCCESS", "file", "missing (sequence not finished)")
+    base = os.path.basename(os.path.normpath(seq_dir))
+    if base.endswith(".partial") or base.endswith(".old"):
+        rep.fail("", "folder", f"{base}: a temporary or set-aside folder (docs/cluster.md), never a sequence")
     for root, dirs, files in os.walk(seq_dir):
         for n in dirs + files:
             if n.endswith(".partial"):

@@ -136,7 +136,13 @@ pub fn open_session_with(model: &Path, options: &SessionOptions) -> Result<Sessi
         path: model.to_path_buf(),
         reason: e.to_string(),
     };
-    let mut builder = Session::builder(env).map_err(|e| fail(&e))?;
+    // Memory patterns are planned per input shape and kept: a detector whose pillar axis is
+    // dynamic meets a new shape nearly every sweep, and a 200-sweep drone run peaked 140 MB
+    // higher with them (docs/benchmarks.md). Off, at no measurable cost in speed.
+    let mut builder = Session::builder(env)
+        .map_err(|e| fail(&e))?
+        .with_memory_pattern(false)
+        .map_err(|e| fail(&e))?;
     if options.threads > 0 {
         builder = builder.with_intra_threads(options.threads).map_err(|e| fail(&e))?;
     }

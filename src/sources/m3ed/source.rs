@@ -195,7 +195,7 @@ impl M3edSource {
         if !matches!(ext.as_deref(), Some("h5" | "hdf5")) || !has_hdf5_signature(path)? {
             return Err(incompatible());
         }
-        let file = hdf5::File::open(path).map_err(|e| SourceError::corrupt(path, "file", e.to_string()))?;
+        let file = open_read_only(path)?;
         if !h5::link_exists(&file, "ouster") {
             if h5::link_exists(&file, "ovc") || h5::link_exists(&file, "prophesee") {
                 // Test sequences are published stripped of the LiDAR and RGB groups.
@@ -395,7 +395,7 @@ impl M3edSource {
             }
         };
         let path = pose_path.as_path();
-        let file = hdf5::File::open(path).map_err(|e| SourceError::corrupt(path, "file", e.to_string()))?;
+        let file = open_read_only(path)?;
         let times = h5::read_times(path, &h5::dataset(path, &file, "ts")?)?;
         let ds = h5::dataset(path, &file, "Ln_T_L0")?;
         let shape = ds.shape();
@@ -889,6 +889,16 @@ fn read_camera_calibration(
         axes: CameraAxes::OpenCv,
         sensor_from_camera: camera_from_lidar.inverse(),
     })
+}
+
+/// Opens an M3ED file for reading without HDF5's file lock: logs are inputs nobody writes while
+/// boxlayer reads them, many workers read them at once, and cluster file systems without `flock`
+/// (Lustre without `-o flock`, some NFS mounts) make a locking open fail outright. Needs HDF5 ≥ 1.10.7.
+fn open_read_only(path: &Path) -> Result<hdf5::File, SourceError> {
+    hdf5::File::with_options()
+        .with_fapl(|p| p.file_locking(false))
+        .open(path)
+        .map_err(|e| SourceError::corrupt(path, "file", e.to_string()))
 }
 
 #[cfg(test)]
