@@ -42,7 +42,7 @@ pub use resume::{
 pub use score::{ClassAp, LayerScores, class_ap, label_truth, score_layer, visible_truth};
 pub use sequence::{DetectionsFrom, SequenceJob, SequenceLayer, run_sequence, track_input};
 pub use stop::StopSignal;
-pub use workers::{SHARE_ENV, WorkerShare};
+pub use workers::WorkerShare;
 
 use crate::boxes::Detection;
 use crate::classify::{Classifier, ClassifyError};
@@ -469,6 +469,9 @@ pub fn run(options: &RunOptions) -> Result<RunSummary, PipelineError> {
             summary.not_reached = planned[k..].iter().map(|p| p.name.clone()).collect();
             break;
         }
+        if let Some(bar) = &bar {
+            bar.inc(1);
+        }
         let dir = sequence_dir(options, p);
         let skip = |summary: &mut RunSummary, reason: String| {
             tracing::info!("{}: skipped: {reason}", p.name);
@@ -543,9 +546,6 @@ pub fn run(options: &RunOptions) -> Result<RunSummary, PipelineError> {
             }
         }
         drop(lock);
-        if let Some(bar) = &bar {
-            bar.inc(1);
-        }
     }
     if let Some(bar) = bar {
         bar.finish_and_clear();

@@ -23,16 +23,6 @@ impl fmt::Display for WorkerShare {
     }
 }
 
-/// Environment variables read for a worker's index and count, in the order tried.
-pub const SHARE_ENV: [&str; 6] = [
-    "SLURM_ARRAY_TASK_ID",
-    "SLURM_ARRAY_TASK_COUNT",
-    "SLURM_ARRAY_TASK_MIN",
-    "SLURM_ARRAY_TASK_MAX",
-    "JOB_COMPLETION_INDEX",
-    "BOXLAYER_WORKERS",
-];
-
 impl WorkerShare {
     /// Checks `index < count` and `count ≥ 1`; `what` names where the numbers came from.
     pub fn new(index: usize, count: usize, what: &str) -> Result<Self, PipelineError> {
