@@ -1,5 +1,5 @@
-//! Data manifests (`data-manifests/*.csv`): the list of sequences a run covers, and which worker of
-//! `n` takes which sequence.
+//! Data manifests (`data-manifests/*.csv`): the list of sequences a run covers (which worker takes
+//! which is `workers.rs`'s rule).
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -38,14 +38,6 @@ pub enum ManifestError {
         path: PathBuf,
         /// The repeated name.
         name: String,
-    },
-    /// The worker index is not below the worker count.
-    #[error("worker {worker} of {workers}: the index must be below the count (and the count above 0)")]
-    BadWorker {
-        /// The worker index given.
-        worker: usize,
-        /// The worker count given.
-        workers: usize,
     },
 }
 
@@ -121,15 +113,6 @@ impl DataManifest {
         }
         Ok(Self { sequences })
     }
-
-    /// The sequences worker `worker` of `workers` takes: every `workers`-th from position `worker`,
-    /// so each sequence goes to exactly one worker (the index Slurm arrays and Indexed Jobs give).
-    pub fn for_worker(&self, worker: usize, workers: usize) -> Result<Vec<&SequenceEntry>, ManifestError> {
-        if workers == 0 || worker >= workers {
-            return Err(ManifestError::BadWorker { worker, workers });
-        }
-        Ok(self.sequences.iter().skip(worker).step_by(workers).collect())
-    }
 }
 
 #[cfg(test)]
@@ -153,29 +136,5 @@ mod tests {
         let dup = format!("{HEADER}a,A,m3ed,a.h5,drone,train\na,A,m3ed,a.h5,drone,val\n");
         let e = DataManifest::parse(&dup, Path::new("m.csv")).unwrap_err().to_string();
         assert_eq!(e, "m.csv: sequence `a` listed twice");
-    }
-
-    #[test]
-    fn workers_partition_the_sequences() {
-        let rows: String = (0..7)
-            .map(|i| format!("s{i},S{i},m3ed,s{i}.h5,drone,train\n"))
-            .collect();
-        let m = DataManifest::parse(&format!("{HEADER}{rows}"), Path::new("m.csv")).unwrap();
-        let mut all: Vec<&str> = (0..3)
-            .flat_map(|w| m.for_worker(w, 3).unwrap())
-            .map(|e| e.name.as_str())
-            .collect();
-        assert_eq!(
-            m.for_worker(1, 3)
-                .unwrap()
-                .iter()
-                .map(|e| e.name.as_str())
-                .collect::<Vec<_>>(),
-            ["s1", "s4"]
-        );
-        all.sort();
-        assert_eq!(all, ["s0", "s1", "s2", "s3", "s4", "s5", "s6"]);
-        assert!(m.for_worker(3, 3).is_err());
-        assert!(m.for_worker(0, 0).is_err());
     }
 }
