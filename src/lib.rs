@@ -15,6 +15,7 @@ pub mod config_overlay;
 pub mod demo;
 pub mod detect;
 pub mod eval;
+pub mod export;
 pub mod frame;
 pub mod fuse;
 pub mod geometry;

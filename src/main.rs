@@ -99,6 +99,18 @@ enum Command {
         #[arg(long, default_value = ".")]
         data_root: PathBuf,
     },
+    /// Write finished sequence folders in another tool's layout: 3EED's release layout, KITTI's
+    /// object layout, or an Xtreme1 upload with pre-labels (`docs/export.md`).
+    Export {
+        #[command(subcommand)]
+        format: ExportFormat,
+    },
+    /// Take an annotation tool's corrections back into the shards: moves, resizes, class
+    /// changes, deletions and additions, with review status and history (`edits.parquet`).
+    Import {
+        #[command(subcommand)]
+        format: ImportFormat,
+    },
     /// Measure the pipeline against its ONNX-bound limit on a simulated vehicle log: the whole
     /// run's wall time, then the detectors' ONNX sessions alone on the same sweeps and threads.
     Bench {
@@ -275,6 +287,117 @@ fn parse_sim_platform(text: &str) -> Result<boxlayer::Platform, String> {
 }
 
 /// Parses `A..B` into a half-open range.
+/// What every export reads.
+#[derive(Debug, clap::Args)]
+struct ExportInput {
+    /// A run's output folder, or one sequence folder.
+    shards: PathBuf,
+    /// The output folder (replaced when it exists; written under `OUT.partial` until complete).
+    out: PathBuf,
+    /// The folder the manifests' `source` paths start from (the run's `--data-root`).
+    #[arg(long, default_value = ".")]
+    data_root: PathBuf,
+    /// The log of the one sequence exported (instead of finding it under `--data-root`).
+    #[arg(long, conflicts_with = "without_log")]
+    log: Option<PathBuf>,
+    /// Export from the shards alone: stored points only, no images or cameras.
+    #[arg(long)]
+    without_log: bool,
+    /// Only these sequences, comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    sequences: Vec<String>,
+}
+
+impl ExportInput {
+    fn log(&self) -> boxlayer::export::LogLocation {
+        use boxlayer::export::LogLocation;
+        match (&self.log, self.without_log) {
+            (Some(log), _) => LogLocation::Log(log.clone()),
+            (None, true) => LogLocation::Without,
+            (None, false) => LogLocation::DataRoot(self.data_root.clone()),
+        }
+    }
+}
+
+#[derive(Debug, Subcommand)]
+enum ExportFormat {
+    /// 3EED's release layout: `<platform>/<sequence>/<NNNN>_<k>/{lidar.bin, image.jpg,
+    /// meta_info.json}` per camera view with targets, and split files.
+    #[command(name = "3eed")]
+    ThreeEed {
+        #[command(flatten)]
+        input: ExportInput,
+        /// Only every K-th frame index.
+        #[arg(long, default_value_t = 1)]
+        every: usize,
+        /// Keep views without a target (3EED drops them).
+        #[arg(long)]
+        all_frames: bool,
+        /// `camera-fov` crops `lidar.bin` to the view's camera, `none` keeps every point.
+        #[arg(long, default_value = "camera-fov", value_parser = ["camera-fov", "none"])]
+        crop: String,
+        /// The frame points and boxes are written in.
+        #[arg(long, value_enum, default_value_t = boxlayer::export::ExportFrame::Sensor)]
+        frame: boxlayer::export::ExportFrame,
+        /// Sequences of the `val` split, comma-separated (the rest are `train`).
+        #[arg(long, value_delimiter = ',')]
+        val: Vec<String>,
+    },
+    /// KITTI's object layout (`training/{velodyne,label_2,calib,image_2}`) for OpenPCDet and
+    /// mmdetection3d.
+    Kitti {
+        #[command(flatten)]
+        input: ExportInput,
+        /// The camera of `image_2` (default: each frame's first).
+        #[arg(long)]
+        camera: Option<String>,
+        /// Label every box, not only those the camera sees.
+        #[arg(long)]
+        all_boxes: bool,
+        /// Only every K-th frame index.
+        #[arg(long, default_value_t = 1)]
+        every: usize,
+        /// Sequences of `ImageSets/val.txt`, comma-separated (the rest go to `train.txt`).
+        #[arg(long, value_delimiter = ',')]
+        val: Vec<String>,
+    },
+    /// An Xtreme1 "LiDAR Fusion" upload (`OUT/xtreme1_upload.zip`) with pre-labels, and the
+    /// class list they use (`OUT/classes.json`).
+    Xtreme1 {
+        #[command(flatten)]
+        input: ExportInput,
+        /// Only frames holding a flagged box (with all their boxes).
+        #[arg(long)]
+        flagged_only: bool,
+        /// Only frame indices in `A..B`.
+        #[arg(long, value_parser = parse_range)]
+        frames: Option<std::ops::Range<usize>>,
+        /// The Xtreme1 dataset's class list (`[{"id": …, "name": …}]`); default boxlayer's.
+        #[arg(long)]
+        classes: Option<PathBuf>,
+        /// The frame points and boxes are written in.
+        #[arg(long, value_enum, default_value_t = boxlayer::export::ExportFrame::Sensor)]
+        frame: boxlayer::export::ExportFrame,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum ImportFormat {
+    /// An Xtreme1 export zip (`<dataset>-<time>.zip`) of a dataset uploaded from `export xtreme1`.
+    Xtreme1 {
+        /// The export zip.
+        export: PathBuf,
+        /// The run's output folder holding the sequences.
+        shards: PathBuf,
+        /// The frame the upload was written in (`export xtreme1 --frame`).
+        #[arg(long, value_enum, default_value_t = boxlayer::export::ExportFrame::Sensor)]
+        frame: boxlayer::export::ExportFrame,
+        /// The class list the upload used (`export xtreme1 --classes`); default boxlayer's.
+        #[arg(long)]
+        classes: Option<PathBuf>,
+    },
+}
+
 fn parse_range(text: &str) -> Result<std::ops::Range<usize>, String> {
     let (a, b) = text.split_once("..").ok_or_else(|| format!("`{text}` is not A..B"))?;
     let a: usize = a.trim().parse().map_err(|e| format!("`{a}`: {e}"))?;
@@ -437,6 +560,114 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 }
                 .into());
             }
+        }
+        Command::Export { format } => {
+            use boxlayer::export::{KittiOptions, ThreeEedOptions, Xtreme1Class, Xtreme1Options};
+            let summary = match format {
+                ExportFormat::ThreeEed {
+                    input,
+                    every,
+                    all_frames,
+                    crop,
+                    frame,
+                    val,
+                } => {
+                    let options = ThreeEedOptions {
+                        every,
+                        all_frames,
+                        crop_to_camera: crop == "camera-fov",
+                        frame,
+                        val_sequences: val,
+                        sequences: input.sequences.clone(),
+                        log: input.log(),
+                    };
+                    boxlayer::export::export_3eed(&input.shards, &input.out, &options)
+                        .with_context(|| format!("export 3eed {}", input.shards.display()))?
+                }
+                ExportFormat::Kitti {
+                    input,
+                    camera,
+                    all_boxes,
+                    every,
+                    val,
+                } => {
+                    let options = KittiOptions {
+                        camera,
+                        all_boxes,
+                        every,
+                        val_sequences: val,
+                        sequences: input.sequences.clone(),
+                        log: input.log(),
+                    };
+                    boxlayer::export::export_kitti(&input.shards, &input.out, &options)
+                        .with_context(|| format!("export kitti {}", input.shards.display()))?
+                }
+                ExportFormat::Xtreme1 {
+                    input,
+                    flagged_only,
+                    frames,
+                    classes,
+                    frame,
+                } => {
+                    let classes = match classes {
+                        Some(path) => Xtreme1Class::load(&path)?,
+                        None => Xtreme1Class::defaults(),
+                    };
+                    let options = Xtreme1Options {
+                        flagged_only,
+                        frames: frames.map(|r| r.start as i64..r.end as i64),
+                        classes,
+                        frame,
+                        sequences: input.sequences.clone(),
+                        log: input.log(),
+                    };
+                    boxlayer::export::export_xtreme1(&input.shards, &input.out, &options)
+                        .with_context(|| format!("export xtreme1 {}", input.shards.display()))?
+                }
+            };
+            write_stdout(&format!(
+                "{}: {} sequences, {} samples, {} boxes, {} images\n",
+                summary.out.display(),
+                summary.sequences,
+                summary.samples,
+                summary.boxes,
+                summary.images
+            ))?;
+        }
+        Command::Import {
+            format:
+                ImportFormat::Xtreme1 {
+                    export,
+                    shards,
+                    frame,
+                    classes,
+                },
+        } => {
+            let classes = match classes {
+                Some(path) => boxlayer::export::Xtreme1Class::load(&path)?,
+                None => boxlayer::export::Xtreme1Class::defaults(),
+            };
+            let options = boxlayer::export::ImportOptions {
+                frame,
+                classes,
+                ..boxlayer::export::ImportOptions::default()
+            };
+            let s = boxlayer::export::import_xtreme1(&export, &shards, &options)
+                .with_context(|| format!("import xtreme1 {}", export.display()))?;
+            write_stdout(&format!(
+                "{}: {} scenes, {} frames; {} moved or resized, {} reclassed, {} verified, {} rejected, {} added; \
+                 {} sequence folders rewritten, {} history rows\n",
+                export.display(),
+                s.sequences,
+                s.frames,
+                s.moved,
+                s.reclassed,
+                s.verified,
+                s.rejected,
+                s.added,
+                s.sequences_changed,
+                s.edits
+            ))?;
         }
         Command::Merge { out, config, data_root } => {
             let loaded = config

@@ -15,10 +15,12 @@
 //!   projected labels and OpenCV use. A point at depth ≤ [`MIN_DEPTH_M`] is behind the camera.
 
 mod projection;
+mod undistort;
 mod visibility;
 
 pub use projection::{
     MIN_DEPTH_M, ProjectedBox, RADTAN_VALID_RADIAL_FACTOR, depth_in_camera, project_box, project_point,
     project_point_in_camera,
 };
+pub use undistort::{Undistorter, pinhole};
 pub use visibility::{BoxView, CameraReturns, OCCLUSION_GRID, OCCLUSION_MARGIN_M, best_view, box_views};

@@ -35,7 +35,7 @@ pub use detections_jsonl::{
     DEFAULT_FRAME_PERIOD_MICROS, fuse_detections_file, read_detections_jsonl, track_boxes_file,
 };
 pub use merge::{DATASET_FILE, DatasetManifest, DatasetSequence, MergeReport, merge};
-pub use renormalize::{RenormalizeSummary, renormalize};
+pub use renormalize::{RenormalizeSummary, renormalize, shard_options};
 pub use resume::{
     FAILED_SUFFIX, FailureRecord, LOCKS_DIR, OnDisk, RunIdentity, SequenceLock, error_chain, on_disk, read_failure,
 };

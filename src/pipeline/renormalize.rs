@@ -16,8 +16,8 @@ use crate::geometry::pose::{isometry_from_row_major, row_major_from_isometry};
 use crate::geometry::{Box3, aabb};
 use crate::normalize::{FrameInputs, FrameNormalization, LoadedProfile, normalize_sequence};
 use crate::shards::{
-    BoxRow, FrameRow, NormalizationRecord, RunManifest, SUCCESS_FILE, SequenceWriter, ShardError, ShardOptions,
-    read_box_rows, read_frame_rows, read_points_frame, staging_dir,
+    BoxRow, FrameRow, NormalizationRecord, Replacement, RunManifest, SUCCESS_FILE, ShardError, ShardOptions,
+    read_box_rows, read_frame_rows, read_points_frame, replace_sequence,
 };
 use crate::sources::Source;
 
@@ -114,51 +114,32 @@ pub fn renormalize(
     })
 }
 
-/// Writes the folder anew beside the old one (the unchanged files hard-linked, or copied where
-/// links fail) and swaps it into place.
+/// Writes the folder anew with its new frames and boxes (`shards::replace_sequence`).
 fn replace_folder(
     dir: &Path,
     manifest: &RunManifest,
     frames: &[FrameRow],
     boxes: &[BoxRow],
 ) -> Result<(), PipelineError> {
+    let replacement = Replacement {
+        frames: Some(frames),
+        boxes: Some(boxes),
+        ..Replacement::default()
+    };
+    replace_sequence(dir, manifest, shard_options(manifest), replacement)?;
+    Ok(())
+}
+
+/// The shard options a folder was written with (its manifest's config), for rewriting it.
+pub fn shard_options(manifest: &RunManifest) -> ShardOptions {
     let outputs = toml::from_str::<PipelineConfig>(&manifest.config_toml)
         .map(|c| c.outputs)
         .unwrap_or_default();
-    let options = ShardOptions {
+    ShardOptions {
         compression_level: outputs.compression_level,
         row_group_rows: outputs.row_group_rows,
         frames_per_part: outputs.frames_per_part,
-    };
-    let writer = SequenceWriter::create(dir, &manifest.sequence, options)?;
-    let staging = staging_dir(dir);
-    let mut unchanged = vec![PathBuf::from("detections.parquet"), PathBuf::from("tracks.parquet")];
-    let points = dir.join("points");
-    if points.is_dir() {
-        for entry in std::fs::read_dir(&points).map_err(|source| PipelineError::Io {
-            path: points.clone(),
-            source,
-        })? {
-            let entry = entry.map_err(|source| PipelineError::Io {
-                path: points.clone(),
-                source,
-            })?;
-            unchanged.push(Path::new("points").join(entry.file_name()));
-        }
     }
-    for rel in unchanged {
-        let (from, to) = (dir.join(&rel), staging.join(&rel));
-        if std::fs::hard_link(&from, &to).is_err() {
-            std::fs::copy(&from, &to).map_err(|source| PipelineError::Io {
-                path: from.clone(),
-                source,
-            })?;
-        }
-    }
-    writer.write_frames(frames)?;
-    writer.write_boxes(boxes)?;
-    writer.finish(manifest)?;
-    Ok(())
 }
 
 /// A frame rebuilt from the folder alone: its stored points (none when not kept), no IMU.

@@ -18,13 +18,16 @@ pub use manifest::{
     StageTimes,
 };
 pub use reader::{
-    read_box_rows, read_detection_rows, read_frame_rows, read_points_frame, read_track_rows, sequence_dirs,
+    read_box_rows, read_detection_rows, read_edit_rows, read_frame_rows, read_points_frame, read_track_rows,
+    sequence_dirs,
 };
 pub use schema::{
-    BOX_ELEMENT_ORDER, box_schema, detection_schema, frame_schema, points_schema, review_schema, track_schema,
+    BOX_ELEMENT_ORDER, box_schema, detection_schema, edit_schema, frame_schema, points_schema, review_schema,
+    track_schema,
 };
 pub use writer::{
-    OLD_SUFFIX, PointsWriter, SUCCESS_FILE, SequenceWriter, ShardOptions, is_temporary_name, staging_dir,
+    OLD_SUFFIX, PointsWriter, Replacement, SUCCESS_FILE, SequenceWriter, ShardOptions, is_temporary_name,
+    replace_sequence, staging_dir,
 };
 
 /// Errors writing or reading shards; each names the file.
@@ -220,6 +223,29 @@ pub struct TrackRow {
     pub score: f64,
     /// The one size of a rigid track `(l, w, h)` (m); `None` when sizes vary per frame.
     pub size_lwh_m: Option<[f64; 3]>,
+}
+
+/// One human correction of a box (`edits.parquet`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct EditRow {
+    /// Frame index of the box.
+    pub frame_index: i64,
+    /// The box's `box_id`.
+    pub box_id: i64,
+    /// Its track id (after the edit).
+    pub track_id: i64,
+    /// What changed: `box`, `class`, `review_status` or `created`.
+    pub field: String,
+    /// The value before, as JSON text; `None` for a created box.
+    pub before: Option<String>,
+    /// The value after, as JSON text.
+    pub after: Option<String>,
+    /// Where the correction came from (`xtreme1:<export file name>`).
+    pub source: String,
+    /// sha256 of the imported file.
+    pub import_sha256: String,
+    /// When it was imported (seconds since the Unix epoch).
+    pub time_unix_s: i64,
 }
 
 /// One frame's points for `points/part-*.parquet`, in the sensor frame.

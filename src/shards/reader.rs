@@ -9,7 +9,7 @@ use arrow::array::{Array, AsArray, RecordBatch};
 use arrow::datatypes::{Float32Type, Float64Type, Int32Type, Int64Type};
 use parquet::arrow::arrow_reader::{ParquetRecordBatchReaderBuilder, RowSelection, RowSelector};
 
-use super::{BoxRow, CameraFootprint, DetectionRow, FrameRow, PointsFrame, ShardError, TrackRow};
+use super::{BoxRow, CameraFootprint, DetectionRow, EditRow, FrameRow, PointsFrame, ShardError, TrackRow};
 
 fn read_batches(path: &Path) -> Result<Vec<RecordBatch>, ShardError> {
     let file = File::open(path).map_err(|source| ShardError::Io {
@@ -411,6 +411,37 @@ pub fn read_track_rows(path: &Path) -> Result<Vec<TrackRow>, ShardError> {
                 num_detected: detected[i],
                 score: score[i],
                 size_lwh_m: size[i],
+            });
+        }
+    }
+    Ok(rows)
+}
+
+/// Reads `edits.parquet`.
+pub fn read_edit_rows(path: &Path) -> Result<Vec<EditRow>, ShardError> {
+    let mut rows = Vec::new();
+    for batch in read_batches(path)? {
+        let c = Columns { path, batch: &batch };
+        let frame = c.i64s_required("frame_index")?;
+        let box_id = c.i64s_required("box_id")?;
+        let track_id = c.i64s_required("track_id")?;
+        let field = c.strings_required("field")?;
+        let before = c.strings("before")?;
+        let after = c.strings("after")?;
+        let source = c.strings_required("source")?;
+        let sha = c.strings_required("import_sha256")?;
+        let time = c.i64s_required("time_unix_s")?;
+        for i in 0..batch.num_rows() {
+            rows.push(EditRow {
+                frame_index: frame[i],
+                box_id: box_id[i],
+                track_id: track_id[i],
+                field: field[i].clone(),
+                before: before[i].clone(),
+                after: after[i].clone(),
+                source: source[i].clone(),
+                import_sha256: sha[i].clone(),
+                time_unix_s: time[i],
             });
         }
     }

@@ -149,6 +149,22 @@ pub fn track_schema() -> Schema {
     ])
 }
 
+/// `edits.parquet`: the history of human corrections (`boxlayer import`).
+pub fn edit_schema() -> Schema {
+    Schema::new(vec![
+        Field::new("sequence", DataType::Utf8, false),
+        Field::new("frame_index", DataType::Int64, false),
+        Field::new("box_id", DataType::Int64, false),
+        Field::new("track_id", DataType::Int64, false),
+        Field::new("field", DataType::Utf8, false),
+        Field::new("before", DataType::Utf8, true),
+        Field::new("after", DataType::Utf8, true),
+        Field::new("source", DataType::Utf8, false),
+        Field::new("import_sha256", DataType::Utf8, false),
+        Field::new("time_unix_s", DataType::Int64, false),
+    ])
+}
+
 /// Key-value metadata of every shard file, in a fixed order.
 pub(crate) fn file_metadata(schema_version: &str) -> Vec<(&'static str, String)> {
     vec![
@@ -206,6 +222,7 @@ mod tests {
             ("detections.parquet", detection_schema()),
             ("boxes.parquet", box_schema()),
             ("tracks.parquet", track_schema()),
+            ("edits.parquet", edit_schema()),
         ] {
             let names: Vec<String> = schema.fields().iter().map(|f| f.name().clone()).collect();
             assert_eq!(documented_columns(&doc, file), names, "{file}");

@@ -21,9 +21,10 @@ use parquet::schema::types::ColumnPath;
 
 use super::manifest::{RunManifest, SCHEMA_VERSION};
 use super::schema::{
-    box_schema, camera_footprint_fields, detection_schema, file_metadata, frame_schema, points_schema, track_schema,
+    box_schema, camera_footprint_fields, detection_schema, edit_schema, file_metadata, frame_schema, points_schema,
+    track_schema,
 };
-use super::{BoxRow, DetectionRow, FrameRow, PointsFrame, ShardError, TrackRow};
+use super::{BoxRow, DetectionRow, EditRow, FrameRow, PointsFrame, ShardError, TrackRow};
 use crate::atomic_file::{PARTIAL_SUFFIX, write_atomic};
 
 /// Written last into a complete sequence folder.
@@ -280,6 +281,22 @@ fn tracks_batch(path: &Path, sequence: &str, rows: &[TrackRow]) -> Result<Record
     batch(path, track_schema(), columns)
 }
 
+fn edits_batch(path: &Path, sequence: &str, rows: &[EditRow]) -> Result<RecordBatch, ShardError> {
+    let columns = vec![
+        sequence_column(sequence, rows.len()),
+        i64s(rows.iter().map(|r| r.frame_index)),
+        i64s(rows.iter().map(|r| r.box_id)),
+        i64s(rows.iter().map(|r| r.track_id)),
+        utf8(rows.iter().map(|r| r.field.as_str())),
+        utf8_opt(rows.iter().map(|r| r.before.as_deref())),
+        utf8_opt(rows.iter().map(|r| r.after.as_deref())),
+        utf8(rows.iter().map(|r| r.source.as_str())),
+        utf8(rows.iter().map(|r| r.import_sha256.as_str())),
+        i64s(rows.iter().map(|r| r.time_unix_s)),
+    ];
+    batch(path, edit_schema(), columns)
+}
+
 // ---- points -------------------------------------------------------------------------------
 
 /// Writes frames' points, one row group per frame, `frames_per_part` frames per file.
@@ -442,6 +459,12 @@ impl SequenceWriter {
         write_table(&path, &tracks_batch(&path, &self.sequence, rows)?, &self.options)
     }
 
+    /// Writes `edits.parquet`, the whole history (earlier imports' rows first).
+    pub fn write_edits(&self, rows: &[EditRow]) -> Result<(), ShardError> {
+        let path = self.staging.join("edits.parquet");
+        write_table(&path, &edits_batch(&path, &self.sequence, rows)?, &self.options)
+    }
+
     /// Closes the points files, writes `manifest.json` and `_SUCCESS`, and renames the folder
     /// into place (replacing an older one); returns the final folder.
     pub fn finish(mut self, manifest: &RunManifest) -> Result<PathBuf, ShardError> {
@@ -523,6 +546,78 @@ fn exchange(a: &Path, b: &Path) -> std::io::Result<()> {
 /// Suffix of a finished folder moved aside while its replacement is renamed into place (where
 /// the two cannot be swapped in one step).
 pub const OLD_SUFFIX: &str = ".old";
+
+/// Rows that replace files of a finished sequence folder; `None` keeps the file as it is.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Replacement<'a> {
+    /// New `frames.parquet` rows.
+    pub frames: Option<&'a [FrameRow]>,
+    /// New `boxes.parquet` rows (and so `review.parquet`).
+    pub boxes: Option<&'a [BoxRow]>,
+    /// New `tracks.parquet` rows.
+    pub tracks: Option<&'a [TrackRow]>,
+    /// New `edits.parquet` rows (the whole history).
+    pub edits: Option<&'a [EditRow]>,
+}
+
+/// Rewrites the finished folder `dir` with `manifest` and the files of `replacement`: the new
+/// folder is written beside the old one, every file not replaced hard-linked (copied where links
+/// fail), and swapped into place as a whole, so a crash leaves the old folder, never a mix.
+pub fn replace_sequence(
+    dir: &Path,
+    manifest: &RunManifest,
+    options: ShardOptions,
+    replacement: Replacement<'_>,
+) -> Result<PathBuf, ShardError> {
+    let writer = SequenceWriter::create(dir, &manifest.sequence, options)?;
+    let replaced = [
+        ("frames.parquet", replacement.frames.is_some()),
+        ("boxes.parquet", replacement.boxes.is_some()),
+        ("review.parquet", replacement.boxes.is_some()),
+        ("tracks.parquet", replacement.tracks.is_some()),
+        ("edits.parquet", replacement.edits.is_some()),
+        ("manifest.json", true),
+        (SUCCESS_FILE, true),
+    ];
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| ShardError::Io { path, source }
+    };
+    let mut stack = vec![PathBuf::new()];
+    while let Some(rel) = stack.pop() {
+        let from_dir = dir.join(&rel);
+        for entry in std::fs::read_dir(&from_dir).map_err(io(&from_dir))? {
+            let entry = entry.map_err(io(&from_dir))?;
+            let name = rel.join(entry.file_name());
+            let from = dir.join(&name);
+            if from.is_dir() {
+                std::fs::create_dir_all(writer.staging.join(&name)).map_err(io(&from))?;
+                stack.push(name);
+                continue;
+            }
+            if replaced.iter().any(|(file, yes)| *yes && name == Path::new(file)) {
+                continue;
+            }
+            let to = writer.staging.join(&name);
+            if std::fs::hard_link(&from, &to).is_err() {
+                std::fs::copy(&from, &to).map_err(io(&from))?;
+            }
+        }
+    }
+    if let Some(rows) = replacement.frames {
+        writer.write_frames(rows)?;
+    }
+    if let Some(rows) = replacement.boxes {
+        writer.write_boxes(rows)?;
+    }
+    if let Some(rows) = replacement.tracks {
+        writer.write_tracks(rows)?;
+    }
+    if let Some(rows) = replacement.edits {
+        writer.write_edits(rows)?;
+    }
+    writer.finish(manifest)
+}
 
 /// Whether a folder name is a temporary or set-aside one (`.partial`, `.old`), never a
 /// sequence's, whatever it holds.
