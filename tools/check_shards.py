@@ -61,6 +61,8 @@ ALIASES = {"box9": ("fixed_size_list", "float64", 9), "mat4": ("fixed_size_list"
 
 # review.parquet: "the rows of boxes.parquet ..., same columns" (files table of schema.md)
 SAME_COLUMNS_AS = {"review.parquet": "boxes.parquet"}
+# Written only by `boxlayer import` (docs/export.md); a folder without corrections has none.
+OPTIONAL_FILES = {"edits.parquet"}
 
 
 class TypeParser:
@@ -425,6 +427,9 @@ def _check_sequence(rep, seq_dir, doc, quiet):
         if fname == points_key:
             continue
         path = os.path.join(seq_dir, fname)
+        if not os.path.isfile(path) and fname in OPTIONAL_FILES:
+            tables[fname] = None
+            continue
         if not os.path.isfile(path):
             rep.fail(fname, "file", "missing")
             tables[fname] = None
@@ -488,6 +493,10 @@ def _check_sequence(rep, seq_dir, doc, quiet):
     if dets is not None and "detections" in counts and dets.num_rows != counts["detections"]:
         rep.fail("detections.parquet", "rows", f"{dets.num_rows} rows, manifest counts.detections = {counts['detections']}")
 
+    # An import keeps every box's id and gives added boxes the next free ones; a track takes the
+    # class of most of its kept boxes.
+    edited = os.path.isfile(os.path.join(seq_dir, "edits.parquet"))
+
     # ---- boxes
     if boxes is not None:
         n = boxes.num_rows
@@ -495,7 +504,7 @@ def _check_sequence(rep, seq_dir, doc, quiet):
             rep.fail("boxes.parquet", "rows", f"{n} rows, manifest counts.boxes = {counts['boxes']}")
         bid = col_np(boxes, "box_id")
         if bid is not None:
-            bad = np.flatnonzero(bid != np.arange(n))
+            bad = [] if edited else np.flatnonzero(bid != np.arange(n))
             for i in bad[:10]:
                 rep.fail("boxes.parquet", f"box_id[row {i}]", f"{bid[i]}, expected the row position {i}")
             if len(set(bid.tolist())) != n:
@@ -579,7 +588,14 @@ def _check_sequence(rep, seq_dir, doc, quiet):
                     rep.fail("tracks.parquet", f"first_frame[track_id={t}]", f"{ff[j]}, its boxes start at {bf[sel].min()}")
                 if lf is not None and lf[j] != bf[sel].max():
                     rep.fail("tracks.parquet", f"last_frame[track_id={t}]", f"{lf[j]}, its boxes end at {bf[sel].max()}")
-                if tcls is not None and bcls is not None:
+                if tcls is not None and bcls is not None and edited:
+                    # After a human's class change a track takes the class of most of its kept boxes.
+                    status = col_np(boxes, "review_status")
+                    kept = bcls[sel & (status != "rejected")].tolist() if status is not None else bcls[sel].tolist()
+                    votes = {c: kept.count(c) for c in set(kept)}
+                    if votes and votes.get(tcls[j], 0) != max(votes.values()):
+                        rep.fail("tracks.parquet", f"class[track_id={t}]", f"{tcls[j]!r}, most of its kept boxes are {max(votes, key=votes.get)!r}")
+                elif tcls is not None and bcls is not None:
                     cl = set(bcls[sel].tolist())
                     if cl != {tcls[j]}:
                         rep.fail("tracks.parquet", f"class[track_id={t}]", f"{tcls[j]!r}, its boxes have {sorted(cl, key=str)}")

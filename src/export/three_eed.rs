@@ -15,6 +15,7 @@ use super::sequence::{
 use super::{ExportError, ExportFrame, ExportSummary, LogLocation};
 use crate::cloud::PointCloud;
 use crate::frame::Platform;
+use crate::geometry::Box3;
 use crate::shards::BoxRow;
 
 /// How `export 3eed` chooses and writes views.
@@ -144,7 +145,7 @@ fn export_sequence(
         for (camera, view) in cameras.iter().zip(&frame.cameras) {
             let mut targets = Vec::new();
             for b in &boxes {
-                let exported = sequence.box_in(b, options.frame)?;
+                let exported = exported_box(sequence, b, options.frame, waymo)?;
                 let Some(class) = class_name(&b.class) else { continue };
                 if !camera.sees(&exported.center()) {
                     continue;
@@ -203,6 +204,16 @@ fn export_sequence(
     Ok(())
 }
 
+/// The box as 3EED holds it: 7 values for Waymo (pitch and roll dropped), 9 for M3ED platforms.
+fn exported_box(sequence: &ShardSequence, b: &BoxRow, frame: ExportFrame, waymo: bool) -> Result<Box3, ExportError> {
+    let boxed = sequence.box_in(b, frame)?;
+    Ok(if waymo {
+        Box3::new(boxed.x, boxed.y, boxed.z, boxed.l, boxed.w, boxed.h, boxed.yaw)
+    } else {
+        boxed
+    })
+}
+
 /// The points as a cloud, cropped to `camera`'s view when given.
 fn crop(xyz: &[[f32; 3]], intensity: &[f32], camera: Option<&PinholeCamera>) -> PointCloud {
     let keep =
@@ -245,7 +256,7 @@ fn meta_info(
 ) -> Result<Value, ExportError> {
     let dof = if waymo { 7 } else { 9 };
     let values = |b: &BoxRow| -> Result<Vec<f64>, ExportError> {
-        Ok(sequence.box_in(b, options.frame)?.to_array()[..dof].to_vec())
+        Ok(exported_box(sequence, b, options.frame, waymo)?.to_array()[..dof].to_vec())
     };
     let mut ground_info = Vec::new();
     for (target, class, hull) in targets {
