@@ -12,8 +12,8 @@ use std::process::Command;
 use boxlayer::Platform;
 use boxlayer::demo::simulate_log;
 use boxlayer::export::{
-    ExportFrame, ImportOptions, KittiOptions, LogLocation, ThreeEedOptions, XTREME1_ZIP, Xtreme1Options, export_3eed,
-    export_kitti, export_xtreme1, import_xtreme1,
+    ExportFrame, ImportOptions, LogLocation, ThreeEedOptions, XTREME1_ZIP, Xtreme1Options, export_3eed, export_xtreme1,
+    import_xtreme1,
 };
 use boxlayer::pipeline::{PipelineConfig, RunOptions, run};
 use boxlayer::shards::{BoxRow, read_box_rows, read_edit_rows, read_track_rows};
@@ -134,13 +134,18 @@ fn three_eed_and_kitti_exports_pass_readers_that_follow_3eed_and_the_kitti_devki
         &[&normalized, &shards, Path::new("--crop"), Path::new("none")],
     );
 
+    // KITTI through the command line.
     let kitti = root.join("kitti");
-    let options = KittiOptions {
-        log: LogLocation::DataRoot(data.clone()),
-        ..KittiOptions::default()
-    };
-    let summary = export_kitti(&shards, &kitti, &options).unwrap();
-    assert_eq!(summary.samples, 9);
+    let output = Command::new(env!("CARGO_BIN_EXE_boxlayer"))
+        .args(["export", "kitti"])
+        .args([&shards, &kitti])
+        .arg("--data-root")
+        .arg(&data)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(stdout.contains(": 2 sequences, 9 samples,"), "{stdout}");
     let text = python("tools/check_kitti_export.py", &[&kitti, &shards]);
     assert!(
         text.contains("check_kitti_export: 9 samples passed, 0 failed"),

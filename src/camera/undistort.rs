@@ -234,7 +234,7 @@ mod tests {
     #[test]
     fn undistorted_images_put_points_where_the_pinhole_projects_them() {
         let distortion = Distortion::RadTan {
-            k1: -0.2,
+            k1: -0.3,
             k2: 0.05,
             p1: 0.001,
             p2: -0.002,
@@ -247,8 +247,8 @@ mod tests {
             assert!(!undistorter.is_identity());
             // A point seen off-centre, where distortion moves pixels by several px.
             let camera_point = match axes {
-                CameraAxes::OpenCv => Point3::new(2.5, -1.2, 6.0),
-                CameraAxes::Waymo => Point3::new(6.0, -2.5, 1.2),
+                CameraAxes::OpenCv => Point3::new(3.5, -2.0, 6.0),
+                CameraAxes::Waymo => Point3::new(6.0, -3.5, 2.0),
             };
             let sensor_point = real.sensor_from_camera * camera_point;
             let seen = project_point(&real, &sensor_point).unwrap();

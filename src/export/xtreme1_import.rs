@@ -307,7 +307,6 @@ struct Plan {
     edits: Vec<EditRow>,
 }
 
-#[allow(clippy::too_many_arguments)]
 fn plan_sequence(
     zip_path: &Path,
     scene: &str,
