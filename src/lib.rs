@@ -22,8 +22,11 @@ pub mod geometry;
 pub mod inspect;
 pub mod normalize;
 pub mod pipeline;
+pub mod render;
+pub mod report;
 pub mod shards;
 pub mod sim;
+pub mod stats;
 pub mod sources;
 pub mod track;
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One-time, idempotent set-up for building and running boxlayer on Debian/Ubuntu:
-#   - libhdf5-dev (system HDF5 for the M3ED reader), from apt when missing;
+#   - libhdf5-dev (system HDF5 for the M3ED reader), fontconfig, FreeType and the DejaVu fonts
+#     (text in renders and plots), from apt when missing;
 #   - ONNX Runtime 1.31.1's libonnxruntime.so, taken from the `onnxruntime` PyPI wheel into .ort/;
 #   - the Python packages the test suite's cross-checks use (tools/requirements-test.txt).
 # Re-running when everything is present takes well under a second and touches nothing.
@@ -19,14 +20,20 @@ need_cmd() {
 need_cmd cargo "install Rust from https://rustup.rs"
 need_cmd python3 "install Python 3 (apt-get install python3 python3-pip)"
 
-# --- HDF5 -----------------------------------------------------------------------------------
-if ! dpkg-query -W -f='${Status}' libhdf5-dev 2>/dev/null | grep -q "install ok installed"; then
+# --- System packages -------------------------------------------------------------------------
+# libhdf5-dev: the M3ED reader; fontconfig, FreeType and DejaVu: text in renders and plots.
+apt_packages=(libhdf5-dev pkg-config libfontconfig1-dev libfreetype-dev fonts-dejavu-core)
+missing=()
+for pkg in "${apt_packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
   if [ "$(id -u)" -eq 0 ]; then
-    say "installing libhdf5-dev with apt-get"
+    say "installing ${missing[*]} with apt-get"
     DEBIAN_FRONTEND=noninteractive apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libhdf5-dev pkg-config >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
   else
-    say "libhdf5-dev is missing; run:  sudo apt-get install -y libhdf5-dev pkg-config"
+    say "missing system packages; run:  sudo apt-get install -y ${missing[*]}"
     exit 1
   fi
 fi

@@ -1,0 +1,1 @@
+//! One self-contained HTML page about a run's output: `boxlayer report`.
