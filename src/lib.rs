@@ -26,8 +26,8 @@ pub mod render;
 pub mod report;
 pub mod shards;
 pub mod sim;
-pub mod stats;
 pub mod sources;
+pub mod stats;
 pub mod track;
 
 pub use cloud::PointCloud;

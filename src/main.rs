@@ -99,6 +99,46 @@ enum Command {
         #[arg(long, default_value = ".")]
         data_root: PathBuf,
     },
+    /// Dataset statistics of a run's box layer (3EED Table 6, Table 10, Fig. 4, Fig. 13), per
+    /// platform and over all: objects per frame, points per box, targets by range and pitch,
+    /// point elevation, classes, track lengths, review flags (docs/stats.md).
+    Stats {
+        /// A run's output folder, or one sequence folder.
+        out_dir: PathBuf,
+        /// Also write the statistics as JSON to this file (`-`: to standard output instead of the table).
+        #[arg(long)]
+        json: Option<PathBuf>,
+        /// Also draw the plots as PNG files into this folder (created if missing).
+        #[arg(long)]
+        plots: Option<PathBuf>,
+        /// Frames with kept points read per sequence for the point-elevation histogram (evenly spaced).
+        #[arg(long, default_value_t = 50)]
+        point_frames: usize,
+    },
+    /// Draw a finished sequence: a frame from above or through a camera, or a track over time
+    /// (PNG; docs/render.md).
+    Render {
+        #[command(subcommand)]
+        kind: RenderKind,
+    },
+    /// One self-contained HTML page about a run's output: sequences, quality against truth,
+    /// statistics and plots, a gallery of flagged boxes, stage timings (docs/render.md).
+    Report {
+        /// A run's output folder, or one sequence folder.
+        out_dir: PathBuf,
+        /// The page to write.
+        file: PathBuf,
+        /// The folder the manifests' `source` paths start from (the run's `--data-root`), for
+        /// camera crops and full sweeps in the gallery.
+        #[arg(long, conflicts_with = "without_log")]
+        data_root: Option<PathBuf>,
+        /// Without the logs: the gallery shows the points the run kept and no camera crops.
+        #[arg(long)]
+        without_log: bool,
+        /// Flagged boxes shown in the gallery at most.
+        #[arg(long, default_value_t = 24)]
+        gallery: usize,
+    },
     /// Write finished sequence folders in another tool's layout: 3EED's release layout, KITTI's
     /// object layout, or an Xtreme1 upload with pre-labels (`docs/export.md`).
     Export {
@@ -287,6 +327,101 @@ fn parse_sim_platform(text: &str) -> Result<boxlayer::Platform, String> {
 }
 
 /// Parses `A..B` into a half-open range.
+/// What every picture reads.
+#[derive(Debug, clap::Args)]
+struct RenderInput {
+    /// A finished sequence folder (`<out>/<platform>/<sequence>`).
+    sequence_dir: PathBuf,
+    /// The PNG file to write.
+    #[arg(long)]
+    out: PathBuf,
+    /// The folder the manifest's `source` path starts from (the run's `--data-root`).
+    #[arg(long, default_value = ".")]
+    data_root: PathBuf,
+    /// The sequence's log (instead of finding it under `--data-root`).
+    #[arg(long, conflicts_with = "without_log")]
+    log: Option<PathBuf>,
+    /// Draw from the shards alone: the points the run kept, no images.
+    #[arg(long)]
+    without_log: bool,
+    /// Ground truth to draw beside the boxes, in any input `boxlayer eval` reads (simulator
+    /// truth, JSON lines, a Waymo segment's labels).
+    #[arg(long)]
+    truth: Option<PathBuf>,
+}
+
+impl RenderInput {
+    fn log_location(&self) -> boxlayer::export::LogLocation {
+        use boxlayer::export::LogLocation;
+        match (&self.log, self.without_log) {
+            (_, true) => LogLocation::Without,
+            (Some(log), false) => LogLocation::Log(log.clone()),
+            (None, false) => LogLocation::DataRoot(self.data_root.clone()),
+        }
+    }
+
+    /// The sequence, its log and the truth.
+    fn open(
+        &self,
+    ) -> anyhow::Result<(
+        boxlayer::export::ShardSequence,
+        Option<boxlayer::export::SequenceLog>,
+        Vec<boxlayer::eval::EvalBox>,
+    )> {
+        let sequence = boxlayer::export::ShardSequence::load(&self.sequence_dir)?;
+        let log = boxlayer::export::SequenceLog::open(&sequence, &self.log_location())?;
+        let truth = match &self.truth {
+            Some(path) => boxlayer::render::load_truth(path)?,
+            None => Vec::new(),
+        };
+        Ok((sequence, log, truth))
+    }
+}
+
+#[derive(Debug, Subcommand)]
+enum RenderKind {
+    /// A frame from above: points by height or intensity, boxes in class colours with heading
+    /// ticks, track ids and flag marks, truth dashed.
+    Bev {
+        #[command(flatten)]
+        input: RenderInput,
+        /// The frame index.
+        #[arg(long)]
+        frame: i64,
+        /// Half the side of the square shown (m), around the sensor.
+        #[arg(long, default_value_t = 60.0)]
+        range: f64,
+        /// Image side (px).
+        #[arg(long, default_value_t = 1000)]
+        size: u32,
+        /// What colours the points.
+        #[arg(long, value_enum, default_value_t = boxlayer::render::ColorBy::Height)]
+        color_by: boxlayer::render::ColorBy,
+    },
+    /// A frame's camera image with the boxes drawn in through the lens model, labelled.
+    Camera {
+        #[command(flatten)]
+        input: RenderInput,
+        /// The frame index.
+        #[arg(long)]
+        frame: i64,
+        /// The camera (`FRONT`, `ovc_rgb`, …); default: the one most boxes are best seen in.
+        #[arg(long)]
+        camera: Option<String>,
+    },
+    /// A track over time: a strip of camera crops over bird's-eye views.
+    Track {
+        #[command(flatten)]
+        input: RenderInput,
+        /// The track id.
+        #[arg(long)]
+        track: i64,
+        /// Boxes shown at most, evenly spaced in time.
+        #[arg(long, default_value_t = 8)]
+        columns: usize,
+    },
+}
+
 /// What every export reads.
 #[derive(Debug, clap::Args)]
 struct ExportInput {
@@ -378,6 +513,19 @@ enum ExportFormat {
         /// The frame points and boxes are written in.
         #[arg(long, value_enum, default_value_t = boxlayer::export::ExportFrame::Sensor)]
         frame: boxlayer::export::ExportFrame,
+    },
+    /// An MCAP recording for Foxglove: points, boxes as cubes coloured by track, poses,
+    /// transforms and camera images over time. OUT is the `.mcap` file for one sequence, or a
+    /// folder of `<platform>/<sequence>.mcap` when several are selected.
+    Mcap {
+        #[command(flatten)]
+        input: ExportInput,
+        /// The frame points and boxes are written in.
+        #[arg(long, value_enum, default_value_t = boxlayer::export::ExportFrame::Sensor)]
+        frame: boxlayer::export::ExportFrame,
+        /// zstd level of the chunks (0 = the library default).
+        #[arg(long, default_value_t = 0)]
+        compression_level: u32,
     },
 }
 
@@ -561,6 +709,73 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 .into());
             }
         }
+        Command::Render { kind } => {
+            use boxlayer::render::{BevOptions, TileOptions, render_bev, render_camera, render_track, save_png};
+            let (image, out) = match kind {
+                RenderKind::Bev {
+                    input,
+                    frame,
+                    range,
+                    size,
+                    color_by,
+                } => {
+                    let (sequence, log, truth) = input.open()?;
+                    let options = BevOptions {
+                        size_px: size,
+                        range_m: range,
+                        color_by,
+                        ..BevOptions::default()
+                    };
+                    let image = render_bev(&sequence, log.as_ref(), frame, &truth, &options)
+                        .with_context(|| format!("render bev {} frame {frame}", input.sequence_dir.display()))?;
+                    (image, input.out)
+                }
+                RenderKind::Camera { input, frame, camera } => {
+                    let (sequence, log, truth) = input.open()?;
+                    let log = log.context("a camera picture needs the log (give --data-root or --log)")?;
+                    let image = render_camera(&sequence, &log, frame, camera.as_deref(), &truth)
+                        .with_context(|| format!("render camera {} frame {frame}", input.sequence_dir.display()))?;
+                    (image, input.out)
+                }
+                RenderKind::Track { input, track, columns } => {
+                    let (sequence, log, _) = input.open()?;
+                    let image = render_track(&sequence, log.as_ref(), track, columns, &TileOptions::default())
+                        .with_context(|| format!("render track {} track {track}", input.sequence_dir.display()))?;
+                    (image, input.out)
+                }
+            };
+            save_png(&image, &out)?;
+            println!("{} ({}×{})", out.display(), image.width(), image.height());
+        }
+        Command::Report {
+            out_dir,
+            file,
+            data_root,
+            without_log,
+            gallery,
+        } => {
+            use boxlayer::export::LogLocation;
+            let options = boxlayer::report::ReportOptions {
+                log: match (data_root, without_log) {
+                    (Some(root), false) => LogLocation::DataRoot(root),
+                    _ => LogLocation::Without,
+                },
+                gallery,
+                ..boxlayer::report::ReportOptions::default()
+            };
+            let summary = boxlayer::report::write_report(&out_dir, &file, &options)
+                .with_context(|| format!("report on {}", out_dir.display()))?;
+            println!(
+                "{}: {} sequences, {} plots, {} of {} flagged boxes shown, {:.1} MB, {:.1} s",
+                summary.path.display(),
+                summary.sequences,
+                summary.plots,
+                summary.gallery,
+                summary.flagged,
+                summary.bytes as f64 / 1e6,
+                summary.seconds[2]
+            );
+        }
         Command::Export { format } => {
             use boxlayer::export::{KittiOptions, ThreeEedOptions, Xtreme1Class, Xtreme1Options};
             let summary = match format {
@@ -624,6 +839,26 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     boxlayer::export::export_xtreme1(&input.shards, &input.out, &options)
                         .with_context(|| format!("export xtreme1 {}", input.shards.display()))?
                 }
+                ExportFormat::Mcap {
+                    input,
+                    frame,
+                    compression_level,
+                } => {
+                    let options = boxlayer::export::McapOptions {
+                        frame,
+                        sequences: input.sequences.clone(),
+                        log: input.log(),
+                        compression_level,
+                    };
+                    let s = boxlayer::export::export_mcap(&input.shards, &input.out, &options)
+                        .with_context(|| format!("export mcap {}", input.shards.display()))?;
+                    let mut text = String::new();
+                    for (topic, n) in &s.messages {
+                        text.push_str(&format!("  {topic}: {n} messages\n"));
+                    }
+                    write_stdout(&text)?;
+                    s.export
+                }
             };
             write_stdout(&format!(
                 "{}: {} sequences, {} samples, {} boxes, {} images\n",
@@ -683,6 +918,37 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     message: format!("{}: the dataset is incomplete (listed above)", out.display()),
                 }
                 .into());
+            }
+        }
+        Command::Stats {
+            out_dir,
+            json,
+            plots,
+            point_frames,
+        } => {
+            let options = boxlayer::stats::StatsOptions { point_frames };
+            let stats =
+                boxlayer::stats::compute(&out_dir, &options).with_context(|| format!("stats {}", out_dir.display()))?;
+            match &json {
+                Some(path) if path.as_os_str() == "-" => {
+                    let text = serde_json::to_string_pretty(&stats).context("encode the statistics as JSON")?;
+                    write_stdout(&(text + "\n"))?;
+                }
+                Some(path) => {
+                    write_stdout(&stats.table())?;
+                    let text = serde_json::to_string_pretty(&stats).context("encode the statistics as JSON")?;
+                    boxlayer::atomic_file::write_atomic(path, (text + "\n").as_bytes())
+                        .with_context(|| format!("write {}", path.display()))?;
+                }
+                None => write_stdout(&stats.table())?,
+            }
+            if let Some(dir) = plots {
+                std::fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
+                for plot in boxlayer::stats::plots(&stats).context("draw the statistics plots")? {
+                    let path = dir.join(format!("{}.png", plot.name));
+                    boxlayer::atomic_file::write_atomic(&path, &plot.png)
+                        .with_context(|| format!("write {}", path.display()))?;
+                }
             }
         }
         Command::Bench {

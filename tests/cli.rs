@@ -55,8 +55,11 @@ fn help_lists_the_working_commands() {
             "inspect",
             "merge",
             "normalize",
+            "render",
+            "report",
             "run",
             "simulate",
+            "stats",
             "track"
         ],
         "{text}"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One-time, idempotent set-up for building and running boxlayer on Debian/Ubuntu:
 #   - libhdf5-dev (system HDF5 for the M3ED reader), fontconfig, FreeType and the DejaVu fonts
-#     (text in renders and plots), from apt when missing;
+#     (text in renders and plots) and Chromium (the report's browser test), from apt when missing;
 #   - ONNX Runtime 1.31.1's libonnxruntime.so, taken from the `onnxruntime` PyPI wheel into .ort/;
 #   - the Python packages the test suite's cross-checks use (tools/requirements-test.txt).
 # Re-running when everything is present takes well under a second and touches nothing.
@@ -21,8 +21,9 @@ need_cmd cargo "install Rust from https://rustup.rs"
 need_cmd python3 "install Python 3 (apt-get install python3 python3-pip)"
 
 # --- System packages -------------------------------------------------------------------------
-# libhdf5-dev: the M3ED reader; fontconfig, FreeType and DejaVu: text in renders and plots.
-apt_packages=(libhdf5-dev pkg-config libfontconfig1-dev libfreetype-dev fonts-dejavu-core)
+# libhdf5-dev: the M3ED reader; fontconfig, FreeType and DejaVu: text in renders and plots;
+# chromium: the HTML report's browser test (tools/check_report.py).
+apt_packages=(libhdf5-dev pkg-config libfontconfig1-dev libfreetype-dev fonts-dejavu-core chromium)
 missing=()
 for pkg in "${apt_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")

@@ -2,8 +2,9 @@
 //! quadruped sequence in their real formats (a Waymo v1 segment with rendered camera images and
 //! laser labels; M3ED `_data.h5` / `_pose_gt.h5` with RGB) under `<out>/logs/`, runs the whole
 //! pipeline on them with the bundled ONNX detectors (`pipelines/demo.toml`) into
-//! `<out>/shards/<platform>/<sequence>/`, and prints each step's quality against the simulator's
-//! truth: every single detector, the fused boxes (KBF and WBF), the consolidated layer.
+//! `<out>/shards/<platform>/<sequence>/`, prints each step's quality against the simulator's
+//! truth (every single detector, the fused boxes (KBF and WBF), the consolidated layer) and writes
+//! the HTML report `<out>/report.html`.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -11,8 +12,10 @@ use std::path::{Path, PathBuf};
 use thiserror::Error;
 
 use crate::eval::EvalError;
+use crate::export::LogLocation;
 use crate::frame::Platform;
 use crate::pipeline::{PipelineConfig, PipelineError, RunOptions, RunSummary};
+use crate::report::{ReportError, ReportOptions, ReportSummary, write_report};
 use crate::sim::{SimConfig, SimWriteError, WaymoWriteError, WaymoWriteOptions, simulate_m3ed, simulate_waymo_with};
 
 /// The demo's pipeline config, read from the repository the binary was built from.
@@ -38,6 +41,9 @@ pub enum DemoError {
     /// The truth could not be read back.
     #[error("read the simulated truth")]
     Truth(#[from] EvalError),
+    /// The HTML report could not be written.
+    #[error(transparent)]
+    Report(#[from] ReportError),
 }
 
 /// What the demo runs.
@@ -124,10 +130,18 @@ pub fn run(options: &DemoOptions) -> Result<String, DemoError> {
         .into_complete()?;
         runs.push((log, summary));
     }
-    Ok(render(&runs, options))
+    let report = write_report(
+        &options.out.join("shards"),
+        &options.out.join("report.html"),
+        &ReportOptions {
+            log: LogLocation::DataRoot(options.out.join("logs")),
+            ..ReportOptions::default()
+        },
+    )?;
+    Ok(render(&runs, &report, options))
 }
 
-fn render(runs: &[(SimulatedLog, RunSummary)], options: &DemoOptions) -> String {
+fn render(runs: &[(SimulatedLog, RunSummary)], report: &ReportSummary, options: &DemoOptions) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -181,5 +195,11 @@ fn render(runs: &[(SimulatedLog, RunSummary)], options: &DemoOptions) -> String 
         }
     }
     let _ = writeln!(out, "logs and their truth: {}", options.out.join("logs").display());
+    let _ = writeln!(
+        out,
+        "report (statistics, plots, {} flagged boxes shown): {}",
+        report.gallery,
+        report.path.display()
+    );
     out
 }

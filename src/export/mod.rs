@@ -1,9 +1,10 @@
 //! Writes finished sequence folders in the layouts other tools read (3EED's release layout, KITTI,
-//! an Xtreme1 upload) and takes an annotation tool's corrections back into the shards
-//! (`docs/export.md`). Images and calibrations come from the sequence's log, since the shards
-//! keep neither; points from the shards where the run kept them.
+//! an Xtreme1 upload, an MCAP recording for Foxglove) and takes an annotation tool's corrections
+//! back into the shards (`docs/export.md`). Images and calibrations come from the sequence's log,
+//! since the shards keep neither; points from the shards where the run kept them.
 
 mod kitti;
+mod mcap;
 mod output;
 mod pcd;
 mod sequence;
@@ -15,8 +16,15 @@ use std::path::PathBuf;
 
 use thiserror::Error;
 
+pub use self::mcap::{
+    McapOptions, McapSummary, NORMALIZED_FRAME, SENSOR_FRAME, TOPIC_BOXES, TOPIC_POINTS, TOPIC_POSE, TOPIC_TF,
+    WORLD_FRAME, camera_frame_id, camera_topic_name, export_mcap, track_color,
+};
 pub use kitti::{KittiOptions, export_kitti};
-pub use sequence::{ExportFrame, LogLocation, ShardSequence, intensity_01};
+pub use sequence::{
+    ExportFrame, LogLocation, SensorPoints, SequenceLog, ShardSequence, frame_points, intensity_01, load_sequences,
+    points_in,
+};
 pub use three_eed::{ThreeEedOptions, export_3eed};
 pub use xtreme1::{
     XTREME1_ZIP, Xtreme1Class, Xtreme1Options, euler_xyz_from_rotation, export_xtreme1, rotation_from_euler_xyz,
@@ -56,6 +64,14 @@ pub enum ExportError {
         /// What is wrong.
         detail: String,
     },
+    /// An MCAP file could not be written.
+    #[error("{path}: {source}")]
+    Mcap {
+        /// The file.
+        path: PathBuf,
+        /// The MCAP writer's error.
+        source: ::mcap::McapError,
+    },
     /// An annotation tool's export that cannot be applied: names the file inside the export and
     /// the object.
     #[error("{path}: {entry}: {detail}")]
@@ -73,6 +89,14 @@ impl ExportError {
     /// An I/O error on `path`.
     pub fn io(path: &std::path::Path, source: std::io::Error) -> Self {
         ExportError::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+
+    /// An MCAP writer error on `path`.
+    pub fn mcap(path: &std::path::Path, source: ::mcap::McapError) -> Self {
+        ExportError::Mcap {
             path: path.to_path_buf(),
             source,
         }

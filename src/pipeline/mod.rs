@@ -619,10 +619,21 @@ fn plan(options: &RunOptions) -> Result<Vec<Planned>, PipelineError> {
         return Ok(vec![Planned {
             name: source.meta().name.clone(),
             path: input.clone(),
-            shown_path: input
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default(),
+            // Relative to the data root when the log lies under it, so `--data-root` finds it
+            // again (export, render, report); else its file name.
+            shown_path: match input.strip_prefix(&options.data_root).or_else(|e| {
+                if options.data_root == std::path::Path::new(".") && input.is_relative() {
+                    Ok(input.as_path())
+                } else {
+                    Err(e)
+                }
+            }) {
+                Ok(rel) if !rel.as_os_str().is_empty() => rel.to_string_lossy().into_owned(),
+                _ => input
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default(),
+            },
             kind: source.meta().source_kind.parse().ok(),
             platform,
             opened: Some(source),

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::sequence::SequenceLayer;
 use crate::boxes::Detection;
@@ -19,7 +19,7 @@ use crate::fuse::{FuseError, Fuser, FusionConfig, FusionMethod};
 use crate::geometry::Box3;
 
 /// BEV AP R40 per class (`None`: no ground truth of the class).
-#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
 pub struct ClassAp {
     /// Vehicles at IoU 0.7.
     pub vehicle: Option<f64>,
@@ -30,7 +30,7 @@ pub struct ClassAp {
 }
 
 /// A layer's scores at each step.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LayerScores {
     /// Each detector alone, by name.
     pub detectors: BTreeMap<String, ClassAp>,
