@@ -145,6 +145,7 @@ fn bev_outlines_ticks_flags_and_truth_sit_where_the_geometry_says() {
 
     let mut probed = 0;
     let mut flagged = 0;
+    let mut ticks = 0;
     for b in sequence.boxes.iter().filter(|b| b.frame_index == 2) {
         let bx = Box3::from_array(b.box_normalized.unwrap());
         if !inside(bx.x, bx.y) {
@@ -159,9 +160,22 @@ fn bev_outlines_ticks_flags_and_truth_sit_where_the_geometry_says() {
                 b.box_id
             );
         }
-        let front = (bx.x + 0.5 * bx.l * bx.yaw.cos(), bx.y + 0.5 * bx.l * bx.yaw.sin());
-        let (u, v) = to_px(front.0, front.1);
-        assert!(near(&image, u, v, 1, color), "box {}: no heading tick end", b.box_id);
+        // The heading tick runs from the centre to the front edge's middle: probe it halfway,
+        // clear of the outline and the flag dot, on boxes long enough for that.
+        if bx.l >= 3.0 {
+            let half = (bx.x + 0.25 * bx.l * bx.yaw.cos(), bx.y + 0.25 * bx.l * bx.yaw.sin());
+            let (u, v) = to_px(half.0, half.1);
+            assert!(near(&image, u, v, 1, color), "box {}: no heading tick", b.box_id);
+            // The same distance behind the centre holds no tick.
+            let back = (bx.x - 0.25 * bx.l * bx.yaw.cos(), bx.y - 0.25 * bx.l * bx.yaw.sin());
+            let (u, v) = to_px(back.0, back.1);
+            assert!(
+                !near(&image, u, v, 0, color),
+                "box {}: a tick behind the centre",
+                b.box_id
+            );
+            ticks += 1;
+        }
         if !b.flags.is_empty() && bx.l.min(bx.w) > 1.5 {
             let (u, v) = to_px(bx.x, bx.y);
             assert!(

@@ -161,7 +161,7 @@ pub(super) fn draw_boxes(
         };
         canvas.outline(&view.footprint(&b.bbox), color, width)?;
         let [c, f] = view.heading_tick(&b.bbox);
-        canvas.polyline(&[c, f], color, 1)?;
+        canvas.polyline(&[c, f], color, 2)?;
     }
     Ok(())
 }

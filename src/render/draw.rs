@@ -169,13 +169,29 @@ mod tests {
     const BLACK: Rgb<u8> = Rgb([0, 0, 0]);
 
     #[test]
-    fn a_line_colours_its_end_points_and_nothing_far_from_it() {
+    fn a_line_covers_every_column_between_its_ends_and_nothing_far_from_it() {
+        // Thin lines are anti-aliased: a pixel is red blended onto black by its coverage.
         let mut c = Canvas::filled(50, 40, BLACK);
         c.polyline(&[(5.0, 5.0), (40.0, 30.0)], RED, 1).unwrap();
-        assert_eq!(*c.image.get_pixel(5, 5), RED);
-        assert_eq!(*c.image.get_pixel(40, 30), RED);
+        let red_at = |x: u32, y: u32| {
+            let p = c.image.get_pixel(x, y).0;
+            p[0] > 60 && p[1] == 0 && p[2] == 0
+        };
+        assert!(red_at(5, 5));
+        for x in 5..40 {
+            // The line's row at this column, ± 1.
+            let y = 5.0 + 25.0 * f64::from(x - 5) / 35.0;
+            assert!(
+                (y.floor() as u32 - 1..=y.ceil() as u32 + 1).any(|y| red_at(x, y)),
+                "column {x}"
+            );
+        }
         assert_eq!(*c.image.get_pixel(40, 5), BLACK);
         assert_eq!(*c.image.get_pixel(5, 30), BLACK);
+        // A wide line is filled solid in its colour.
+        let mut c = Canvas::filled(50, 40, BLACK);
+        c.polyline(&[(5.0, 5.0), (40.0, 30.0)], RED, 2).unwrap();
+        assert_eq!(*c.image.get_pixel(22, 17), RED);
     }
 
     #[test]
