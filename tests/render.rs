@@ -188,8 +188,8 @@ fn bev_outlines_ticks_flags_and_truth_sit_where_the_geometry_says() {
         probed += 1;
     }
     assert!(
-        probed >= 3 && flagged >= 1,
-        "{probed} boxes probed, {flagged} flag marks"
+        probed >= 3 && flagged >= 1 && ticks >= 3,
+        "{probed} boxes probed, {flagged} flag marks, {ticks} heading ticks"
     );
 
     // Truth (sensor frame) moved into the normalized frame by the frame's own transform: white
