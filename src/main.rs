@@ -351,15 +351,6 @@ struct RenderInput {
 }
 
 impl RenderInput {
-    fn log_location(&self) -> boxlayer::export::LogLocation {
-        use boxlayer::export::LogLocation;
-        match (&self.log, self.without_log) {
-            (_, true) => LogLocation::Without,
-            (Some(log), false) => LogLocation::Log(log.clone()),
-            (None, false) => LogLocation::DataRoot(self.data_root.clone()),
-        }
-    }
-
     /// The sequence, its log and the truth.
     fn open(
         &self,
@@ -369,7 +360,10 @@ impl RenderInput {
         Vec<boxlayer::eval::EvalBox>,
     )> {
         let sequence = boxlayer::export::ShardSequence::load(&self.sequence_dir)?;
-        let log = boxlayer::export::SequenceLog::open(&sequence, &self.log_location())?;
+        let log = boxlayer::export::SequenceLog::open(
+            &sequence,
+            &log_location(&self.log, self.without_log, &self.data_root),
+        )?;
         let truth = match &self.truth {
             Some(path) => boxlayer::render::load_truth(path)?,
             None => Vec::new(),
@@ -445,12 +439,22 @@ struct ExportInput {
 
 impl ExportInput {
     fn log(&self) -> boxlayer::export::LogLocation {
-        use boxlayer::export::LogLocation;
-        match (&self.log, self.without_log) {
-            (Some(log), _) => LogLocation::Log(log.clone()),
-            (None, true) => LogLocation::Without,
-            (None, false) => LogLocation::DataRoot(self.data_root.clone()),
-        }
+        log_location(&self.log, self.without_log, &self.data_root)
+    }
+}
+
+/// Where the logs are, from `--log`, `--without-log` and `--data-root` (clap keeps the first two
+/// apart).
+fn log_location(
+    log: &Option<PathBuf>,
+    without_log: bool,
+    data_root: &std::path::Path,
+) -> boxlayer::export::LogLocation {
+    use boxlayer::export::LogLocation;
+    match (log, without_log) {
+        (Some(log), _) => LogLocation::Log(log.clone()),
+        (None, true) => LogLocation::Without,
+        (None, false) => LogLocation::DataRoot(data_root.to_path_buf()),
     }
 }
 

@@ -10,43 +10,28 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use boxlayer::Platform;
-use boxlayer::demo::simulate_log;
 use boxlayer::export::{
     ExportFrame, ImportOptions, LogLocation, ThreeEedOptions, XTREME1_ZIP, Xtreme1Options, export_3eed, export_xtreme1,
     import_xtreme1,
 };
-use boxlayer::pipeline::{PipelineConfig, RunOptions, run};
 use boxlayer::shards::{BoxRow, read_box_rows, read_edit_rows, read_track_rows};
 use serde_json::{Value, json};
+
+#[path = "support/sim_layer.rs"]
+mod sim_layer;
+
+use sim_layer::sim_layer;
 
 fn repo(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
 }
 
-/// A finished sequence folder of `platform` built from a simulated log, with the simulator's
-/// truth as the detections (no ONNX: the exports, not the detectors, are under test); returns the
-/// run's output folder, the sequence folder and the log folder.
+/// A finished sequence folder of `platform` built from a simulated log (truth as detections);
+/// returns the run's output folder, the sequence folder and the data root the manifest's source
+/// is relative to.
 fn layer(platform: Platform, seed: u64, frames: usize, root: &Path) -> (PathBuf, PathBuf, PathBuf) {
-    let logs = root.join("logs").join(platform.as_str());
-    let log = simulate_log(platform, frames, seed, &logs).unwrap();
-    let mut text = String::new();
-    for line in std::fs::read_to_string(&log.truth).unwrap().lines() {
-        let v: Value = serde_json::from_str(line).unwrap();
-        let detection = json!({"sequence": v["sequence"], "frame": v["frame"], "box": v["box"],
-            "class": v["class"], "score": 0.9, "detector": "truth"});
-        text.push_str(&format!("{detection}\n"));
-    }
-    let detections = root.join(format!("{platform}_detections.jsonl"));
-    std::fs::write(&detections, text).unwrap();
-    let out = root.join("shards");
-    let options = RunOptions {
-        input: Some(log.path.clone()),
-        platform: Some(platform),
-        detections: Some(detections),
-        ..RunOptions::new(PipelineConfig::load(&repo("pipelines/demo.toml")).unwrap(), out.clone())
-    };
-    let summary = run(&options).unwrap();
-    (out, summary.sequences[0].dir.clone(), logs)
+    let layer = sim_layer(platform, seed, frames, root);
+    (layer.out, layer.sequence, layer.data_root)
 }
 
 /// Every file under `dir` by relative path.
@@ -88,17 +73,10 @@ fn python(script: &str, args: &[&Path]) -> String {
 fn three_eed_and_kitti_exports_pass_readers_that_follow_3eed_and_the_kitti_devkit() {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path();
-    let (shards, _, drone_logs) = layer(Platform::Drone, 71, 6, root);
-    let (_, _, vehicle_logs) = layer(Platform::Vehicle, 72, 3, root);
-    // Both logs under one data root, as `run --data-root` would find them.
-    let data = root.join("data");
-    std::fs::create_dir_all(&data).unwrap();
-    for logs in [&drone_logs, &vehicle_logs] {
-        for entry in std::fs::read_dir(logs).unwrap() {
-            let path = entry.unwrap().path();
-            std::fs::rename(&path, data.join(path.file_name().unwrap())).unwrap();
-        }
-    }
+    // Both logs under one data root, as `run --data-root` finds them.
+    let (shards, _, data) = layer(Platform::Drone, 71, 6, root);
+    let (_, _, vehicle_data) = layer(Platform::Vehicle, 72, 3, root);
+    assert_eq!(data, vehicle_data);
 
     let out = root.join("3eed");
     let options = ThreeEedOptions {

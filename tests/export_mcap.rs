@@ -9,44 +9,24 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use boxlayer::Platform;
-use boxlayer::demo::simulate_log;
-use boxlayer::pipeline::{PipelineConfig, RunOptions, run};
 use boxlayer::shards::read_box_rows;
-use serde_json::{Value, json};
+use serde_json::Value;
+
+#[path = "support/sim_layer.rs"]
+mod sim_layer;
+
+use sim_layer::{SimLog, run_layer, simulate_with_detections};
 
 fn repo(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
 }
 
-/// Simulated logs of `platform` with the simulator's truth as detections (no ONNX: the export is
-/// under test): the log and the detections file.
-fn simulate(platform: Platform, seed: u64, frames: usize, root: &Path) -> (PathBuf, PathBuf) {
-    let logs = root.join("logs").join(platform.as_str());
-    let log = simulate_log(platform, frames, seed, &logs).unwrap();
-    let mut text = String::new();
-    for line in std::fs::read_to_string(&log.truth).unwrap().lines() {
-        let v: Value = serde_json::from_str(line).unwrap();
-        let detection = json!({"sequence": v["sequence"], "frame": v["frame"], "box": v["box"],
-            "class": v["class"], "score": 0.9, "detector": "truth"});
-        text.push_str(&format!("{detection}\n"));
-    }
-    let detections = root.join(format!("{platform}_detections.jsonl"));
-    std::fs::write(&detections, text).unwrap();
-    (log.path, detections)
-}
-
 /// Runs the pipeline on a simulated log into `root/shards`; returns the run's output folder and
 /// the sequence folder.
-fn layer(platform: Platform, (log, detections): &(PathBuf, PathBuf), root: &Path) -> (PathBuf, PathBuf) {
+fn layer(sim: &SimLog, root: &Path) -> (PathBuf, PathBuf) {
     let out = root.join("shards");
-    let options = RunOptions {
-        input: Some(log.clone()),
-        platform: Some(platform),
-        detections: Some(detections.clone()),
-        ..RunOptions::new(PipelineConfig::load(&repo("pipelines/demo.toml")).unwrap(), out.clone())
-    };
-    let summary = run(&options).unwrap();
-    (out, summary.sequences[0].dir.clone())
+    let dir = run_layer(sim, &out);
+    (out, dir)
 }
 
 fn boxlayer(args: &[&str]) -> String {
@@ -107,13 +87,13 @@ fn mcap_exports_read_back_with_the_shards_channels_counts_and_box_poses() {
     let root = tmp.path();
     // The two simulations (the slow part) side by side.
     let (vehicle_sim, drone_sim) = std::thread::scope(|scope| {
-        let vehicle = scope.spawn(|| simulate(Platform::Vehicle, 81, 4, root));
-        let drone = simulate(Platform::Drone, 82, 8, root);
+        let vehicle = scope.spawn(|| simulate_with_detections(Platform::Vehicle, 81, 4, root));
+        let drone = simulate_with_detections(Platform::Drone, 82, 8, root);
         (vehicle.join().unwrap(), drone)
     });
-    let (shards, vehicle_dir) = layer(Platform::Vehicle, &vehicle_sim, root);
-    let (_, drone_dir) = layer(Platform::Drone, &drone_sim, root);
-    let (vehicle_log, drone_log) = (vehicle_sim.0, drone_sim.0);
+    let (shards, vehicle_dir) = layer(&vehicle_sim, root);
+    let (_, drone_dir) = layer(&drone_sim, root);
+    let (vehicle_log, drone_log) = (vehicle_sim.log, drone_sim.log);
 
     // Waymo with its log: cameras, points from the log, sensor frame.
     let vehicle = root.join("vehicle.mcap");
@@ -209,8 +189,8 @@ fn mcap_exports_read_back_with_the_shards_channels_counts_and_box_poses() {
 fn a_missing_sequence_name_fails_and_leaves_nothing_behind() {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path();
-    let sim = simulate(Platform::Drone, 83, 2, root);
-    let (shards, _) = layer(Platform::Drone, &sim, root);
+    let sim = simulate_with_detections(Platform::Drone, 83, 2, root);
+    let (shards, _) = layer(&sim, root);
     let out = root.join("x.mcap");
     let output = Command::new(env!("CARGO_BIN_EXE_boxlayer"))
         .args([

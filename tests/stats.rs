@@ -8,10 +8,13 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use boxlayer::Platform;
-use boxlayer::demo::simulate_log;
-use boxlayer::pipeline::{PipelineConfig, RunOptions, run};
 use boxlayer::shards::{read_box_rows, read_frame_rows, read_track_rows, sequence_dirs};
-use serde_json::{Value, json};
+use serde_json::Value;
+
+#[path = "support/sim_layer.rs"]
+mod sim_layer;
+
+use sim_layer::{run_layer, simulate_with_detections};
 
 fn repo(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
@@ -20,28 +23,7 @@ fn repo(path: &str) -> PathBuf {
 /// A finished sequence folder of `platform` under `out`, built from a simulated log with the
 /// simulator's truth as the detections (no ONNX); returns the sequence folder.
 fn layer(platform: Platform, seed: u64, frames: usize, root: &Path, out: &Path) -> PathBuf {
-    let logs = root.join("logs").join(platform.as_str());
-    let log = simulate_log(platform, frames, seed, &logs).unwrap();
-    let mut text = String::new();
-    for line in std::fs::read_to_string(&log.truth).unwrap().lines() {
-        let v: Value = serde_json::from_str(line).unwrap();
-        let detection = json!({"sequence": v["sequence"], "frame": v["frame"], "box": v["box"],
-            "class": v["class"], "score": 0.9, "detector": "truth"});
-        text.push_str(&format!("{detection}\n"));
-    }
-    let detections = root.join(format!("{platform}_detections.jsonl"));
-    std::fs::write(&detections, text).unwrap();
-    let options = RunOptions {
-        input: Some(log.path.clone()),
-        platform: Some(platform),
-        detections: Some(detections),
-        ..RunOptions::new(
-            PipelineConfig::load(&repo("pipelines/demo.toml")).unwrap(),
-            out.to_path_buf(),
-        )
-    };
-    let summary = run(&options).unwrap();
-    summary.sequences[0].dir.clone()
+    run_layer(&simulate_with_detections(platform, seed, frames, root), out)
 }
 
 fn copy_dir(from: &Path, to: &Path) {

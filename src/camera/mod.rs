@@ -19,7 +19,7 @@ mod undistort;
 mod visibility;
 
 pub use projection::{
-    MIN_DEPTH_M, ProjectedBox, RADTAN_VALID_RADIAL_FACTOR, depth_in_camera, project_box, project_point,
+    BOX_EDGES, MIN_DEPTH_M, ProjectedBox, RADTAN_VALID_RADIAL_FACTOR, depth_in_camera, project_box, project_point,
     project_point_in_camera,
 };
 pub use undistort::{Undistorter, pinhole};

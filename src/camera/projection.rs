@@ -82,7 +82,7 @@ pub fn project_point(calibration: &CameraCalibration, point_in_sensor: &Point3<f
 
 /// The 12 edges of a box as index pairs into [`geometry::box_corners`](crate::geometry::box_corners):
 /// the bottom ring, the top ring, then the four verticals.
-const BOX_EDGES: [(usize, usize); 12] = [
+pub const BOX_EDGES: [(usize, usize); 12] = [
     (0, 1),
     (1, 2),
     (2, 3),

@@ -5,7 +5,7 @@
 use image::RgbImage;
 use nalgebra::Point3;
 
-use crate::camera::{project_box, project_point};
+use crate::camera::{BOX_EDGES, project_box, project_point};
 use crate::frame::CameraCalibration;
 use crate::geometry::box_corners;
 
@@ -16,22 +16,6 @@ use super::{RenderError, label_text};
 
 /// Steps each box edge is followed in.
 const EDGE_STEPS: usize = 16;
-
-/// The 12 edges of a box as index pairs into `box_corners`: bottom ring, top ring, verticals.
-const EDGES: [(usize, usize); 12] = [
-    (0, 1),
-    (1, 2),
-    (2, 3),
-    (3, 0),
-    (4, 5),
-    (5, 6),
-    (6, 7),
-    (7, 4),
-    (0, 4),
-    (1, 5),
-    (2, 6),
-    (3, 7),
-];
 
 /// The diagonals of the front (heading) face, corners 0, 3, 4, 7.
 const FRONT_CROSS: [(usize, usize); 2] = [(0, 7), (3, 4)];
@@ -66,7 +50,7 @@ fn draw_edges(
     cross: bool,
 ) -> Result<(), RenderError> {
     let corners = box_corners(&b.bbox);
-    for (i, j) in EDGES {
+    for (i, j) in BOX_EDGES {
         for run in projected_runs(calibration, &corners[i], &corners[j]) {
             canvas.polyline(&run, color, width)?;
         }

@@ -1,5 +1,5 @@
-//! A finished sequence folder built from a simulated log, with the simulator's truth as the
-//! detections (no ONNX: the tests using it read layers, they do not judge detectors).
+//! Finished sequence folders built from simulated logs, with the simulator's truth as the
+//! detections (no ONNX: the tests using them read layers, they do not judge detectors).
 
 use std::path::{Path, PathBuf};
 
@@ -7,6 +7,21 @@ use boxlayer::Platform;
 use boxlayer::demo::simulate_log;
 use boxlayer::pipeline::{PipelineConfig, RunOptions, run};
 use serde_json::{Value, json};
+
+/// A simulated log and its truth as detections.
+#[allow(dead_code)]
+pub struct SimLog {
+    /// The platform.
+    pub platform: Platform,
+    /// The data root (`<root>/logs`); the log lies in `<platform>/` under it.
+    pub data_root: PathBuf,
+    /// The log.
+    pub log: PathBuf,
+    /// The simulator's truth (JSON lines, sensor frame).
+    pub truth: PathBuf,
+    /// The truth as detections of a detector called `truth`, score 0.9 (JSON lines).
+    pub detections: PathBuf,
+}
 
 /// The folders of one simulated layer.
 #[allow(dead_code)]
@@ -23,9 +38,9 @@ pub struct SimLayer {
     pub truth: PathBuf,
 }
 
-/// Simulates `frames` sweeps of `platform` under `<root>/logs/<platform>/` and runs
-/// `pipelines/demo.toml` on them into `<root>/shards`, the truth standing in for detections.
-pub fn sim_layer(platform: Platform, seed: u64, frames: usize, root: &Path) -> SimLayer {
+/// Simulates `frames` sweeps of `platform` under `<root>/logs/<platform>/` and writes its truth
+/// as detections.
+pub fn simulate_with_detections(platform: Platform, seed: u64, frames: usize, root: &Path) -> SimLog {
     let data_root = root.join("logs");
     let log = simulate_log(platform, frames, seed, &data_root.join(platform.as_str())).unwrap();
     let mut text = String::new();
@@ -37,21 +52,39 @@ pub fn sim_layer(platform: Platform, seed: u64, frames: usize, root: &Path) -> S
     }
     let detections = root.join(format!("{platform}_detections.jsonl"));
     std::fs::write(&detections, text).unwrap();
-    let out = root.join("shards");
-    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("pipelines/demo.toml");
-    let options = RunOptions {
-        data_root: data_root.clone(),
-        input: Some(log.path.clone()),
-        platform: Some(platform),
-        detections: Some(detections),
-        ..RunOptions::new(PipelineConfig::load(&config).unwrap(), out.clone())
-    };
-    let summary = run(&options).unwrap();
-    SimLayer {
-        out,
-        sequence: summary.sequences[0].dir.clone(),
+    SimLog {
+        platform,
         data_root,
         log: log.path,
         truth: log.truth,
+        detections,
+    }
+}
+
+/// Runs `pipelines/demo.toml` on a simulated log into `out`; returns the sequence folder.
+pub fn run_layer(sim: &SimLog, out: &Path) -> PathBuf {
+    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("pipelines/demo.toml");
+    let options = RunOptions {
+        data_root: sim.data_root.clone(),
+        input: Some(sim.log.clone()),
+        platform: Some(sim.platform),
+        detections: Some(sim.detections.clone()),
+        ..RunOptions::new(PipelineConfig::load(&config).unwrap(), out.to_path_buf())
+    };
+    run(&options).unwrap().sequences[0].dir.clone()
+}
+
+/// Simulates `platform` under `<root>/logs` and runs the pipeline on it into `<root>/shards`.
+#[allow(dead_code)]
+pub fn sim_layer(platform: Platform, seed: u64, frames: usize, root: &Path) -> SimLayer {
+    let sim = simulate_with_detections(platform, seed, frames, root);
+    let out = root.join("shards");
+    let sequence = run_layer(&sim, &out);
+    SimLayer {
+        out,
+        sequence,
+        data_root: sim.data_root,
+        log: sim.log,
+        truth: sim.truth,
     }
 }
