@@ -5,7 +5,7 @@
 //! temporary name and renames it into place, and reads the files back. It runs no stage.
 
 mod manifest;
-mod reader;
+pub(crate) mod reader;
 mod schema;
 mod writer;
 

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use arrow::array::{Array, AsArray, RecordBatch};
 use arrow::datatypes::{Float32Type, Float64Type, Int32Type, Int64Type};
+use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::{ParquetRecordBatchReaderBuilder, RowSelection, RowSelector};
 
 use super::{BoxRow, CameraFootprint, DetectionRow, EditRow, FrameRow, PointsFrame, ShardError, TrackRow};
@@ -28,14 +29,51 @@ fn read_batches(path: &Path) -> Result<Vec<RecordBatch>, ShardError> {
     reader.map(|b| b.map_err(|e| fail(e.to_string()))).collect()
 }
 
+/// The batches of `path` holding only `columns` (top-level columns by name; each must exist):
+/// readers that need a few columns of a wide file skip decoding the rest.
+pub(crate) fn read_projected(path: &Path, columns: &[&str]) -> Result<Vec<RecordBatch>, ShardError> {
+    let file = File::open(path).map_err(|source| ShardError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let fail = |e: String| ShardError::Parquet {
+        path: path.to_path_buf(),
+        detail: e,
+    };
+    let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| fail(e.to_string()))?;
+    let schema = builder.parquet_schema();
+    let fields = schema.root_schema().get_fields();
+    let mut roots = Vec::with_capacity(columns.len());
+    for name in columns {
+        let root = fields
+            .iter()
+            .position(|f| f.name() == *name)
+            .ok_or_else(|| ShardError::Schema {
+                path: path.to_path_buf(),
+                column: name.to_string(),
+                detail: "missing".to_string(),
+            })?;
+        roots.push(root);
+    }
+    let mask = ProjectionMask::roots(schema, roots);
+    let reader = builder
+        .with_projection(mask)
+        .with_batch_size(1 << 16)
+        .build()
+        .map_err(|e| fail(e.to_string()))?;
+    reader.map(|b| b.map_err(|e| fail(e.to_string()))).collect()
+}
+
 /// Typed column access on one batch, errors naming file and column.
-struct Columns<'a> {
-    path: &'a Path,
-    batch: &'a RecordBatch,
+pub(crate) struct Columns<'a> {
+    /// The file the batch came from.
+    pub(crate) path: &'a Path,
+    /// The batch.
+    pub(crate) batch: &'a RecordBatch,
 }
 
 impl<'a> Columns<'a> {
-    fn column(&self, name: &str) -> Result<&'a dyn Array, ShardError> {
+    pub(crate) fn column(&self, name: &str) -> Result<&'a dyn Array, ShardError> {
         self.batch
             .column_by_name(name)
             .map(|c| c.as_ref())
@@ -43,11 +81,11 @@ impl<'a> Columns<'a> {
     }
 
     /// Whether the batch has `name` (columns added in a later minor version may be absent).
-    fn has(&self, name: &str) -> bool {
+    pub(crate) fn has(&self, name: &str) -> bool {
         self.batch.column_by_name(name).is_some()
     }
 
-    fn error(&self, name: &str, detail: &str) -> ShardError {
+    pub(crate) fn error(&self, name: &str, detail: &str) -> ShardError {
         ShardError::Schema {
             path: self.path.to_path_buf(),
             column: name.to_string(),
@@ -55,7 +93,7 @@ impl<'a> Columns<'a> {
         }
     }
 
-    fn i64s(&self, name: &str) -> Result<Vec<Option<i64>>, ShardError> {
+    pub(crate) fn i64s(&self, name: &str) -> Result<Vec<Option<i64>>, ShardError> {
         let c = self.column(name)?;
         let a = c
             .as_primitive_opt::<Int64Type>()
@@ -63,14 +101,14 @@ impl<'a> Columns<'a> {
         Ok(a.iter().collect())
     }
 
-    fn i64s_required(&self, name: &str) -> Result<Vec<i64>, ShardError> {
+    pub(crate) fn i64s_required(&self, name: &str) -> Result<Vec<i64>, ShardError> {
         self.i64s(name)?
             .into_iter()
             .map(|v| v.ok_or_else(|| self.error(name, "null in a required column")))
             .collect()
     }
 
-    fn f64s(&self, name: &str) -> Result<Vec<Option<f64>>, ShardError> {
+    pub(crate) fn f64s(&self, name: &str) -> Result<Vec<Option<f64>>, ShardError> {
         let c = self.column(name)?;
         let a = c
             .as_primitive_opt::<Float64Type>()
@@ -78,14 +116,14 @@ impl<'a> Columns<'a> {
         Ok(a.iter().collect())
     }
 
-    fn f64s_required(&self, name: &str) -> Result<Vec<f64>, ShardError> {
+    pub(crate) fn f64s_required(&self, name: &str) -> Result<Vec<f64>, ShardError> {
         self.f64s(name)?
             .into_iter()
             .map(|v| v.ok_or_else(|| self.error(name, "null in a required column")))
             .collect()
     }
 
-    fn f32s(&self, name: &str) -> Result<Vec<f32>, ShardError> {
+    pub(crate) fn f32s(&self, name: &str) -> Result<Vec<f32>, ShardError> {
         let c = self.column(name)?;
         let a = c
             .as_primitive_opt::<Float32Type>()
@@ -96,38 +134,38 @@ impl<'a> Columns<'a> {
         Ok(a.values().to_vec())
     }
 
-    fn strings(&self, name: &str) -> Result<Vec<Option<String>>, ShardError> {
+    pub(crate) fn strings(&self, name: &str) -> Result<Vec<Option<String>>, ShardError> {
         let c = self.column(name)?;
         let a = c.as_string_opt::<i32>().ok_or_else(|| self.error(name, "not utf8"))?;
         Ok(a.iter().map(|s| s.map(str::to_string)).collect())
     }
 
-    fn strings_required(&self, name: &str) -> Result<Vec<String>, ShardError> {
+    pub(crate) fn strings_required(&self, name: &str) -> Result<Vec<String>, ShardError> {
         self.strings(name)?
             .into_iter()
             .map(|v| v.ok_or_else(|| self.error(name, "null in a required column")))
             .collect()
     }
 
-    fn bools(&self, name: &str) -> Result<Vec<Option<bool>>, ShardError> {
+    pub(crate) fn bools(&self, name: &str) -> Result<Vec<Option<bool>>, ShardError> {
         let c = self.column(name)?;
         let a = c.as_boolean_opt().ok_or_else(|| self.error(name, "not boolean"))?;
         Ok(a.iter().collect())
     }
 
-    fn fixed<const N: usize>(&self, name: &str) -> Result<Vec<Option<[f64; N]>>, ShardError> {
+    pub(crate) fn fixed<const N: usize>(&self, name: &str) -> Result<Vec<Option<[f64; N]>>, ShardError> {
         fixed_rows::<N>(self.column(name)?)
             .ok_or_else(|| self.error(name, &format!("not fixed_size_list<float64>[{N}]")))
     }
 
-    fn fixed_required<const N: usize>(&self, name: &str) -> Result<Vec<[f64; N]>, ShardError> {
+    pub(crate) fn fixed_required<const N: usize>(&self, name: &str) -> Result<Vec<[f64; N]>, ShardError> {
         self.fixed::<N>(name)?
             .into_iter()
             .map(|v| v.ok_or_else(|| self.error(name, "null in a required column")))
             .collect()
     }
 
-    fn string_lists(&self, name: &str) -> Result<Vec<Vec<String>>, ShardError> {
+    pub(crate) fn string_lists(&self, name: &str) -> Result<Vec<Vec<String>>, ShardError> {
         let c = self.column(name)?;
         let list = c
             .as_list_opt::<i32>()

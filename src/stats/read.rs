@@ -6,14 +6,13 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
-use arrow::array::{Array, AsArray, RecordBatch};
-use arrow::datatypes::{Float32Type, Float64Type, Int64Type};
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use rayon::prelude::*;
 
 use super::StatsError;
 use super::accumulate::{Accumulator, elevation_bin};
+use crate::shards::reader::{Columns, read_projected};
 use crate::shards::{SUCCESS_FILE, ShardError};
 
 /// The frame columns the statistics use.
@@ -53,35 +52,6 @@ fn parquet_error(path: &Path, e: impl ToString) -> StatsError {
     })
 }
 
-/// The batches of `path` holding only `columns` (each must exist).
-fn read_columns(path: &Path, columns: &[&str]) -> Result<Vec<RecordBatch>, StatsError> {
-    let file = File::open(path).map_err(|source| {
-        StatsError::Shard(ShardError::Io {
-            path: path.to_path_buf(),
-            source,
-        })
-    })?;
-    let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| parquet_error(path, e))?;
-    let schema = builder.parquet_schema();
-    let mut roots = Vec::with_capacity(columns.len());
-    for name in columns {
-        let root = schema
-            .root_schema()
-            .get_fields()
-            .iter()
-            .position(|f| f.name() == *name)
-            .ok_or_else(|| schema_error(path, name, "missing"))?;
-        roots.push(root);
-    }
-    let mask = ProjectionMask::roots(schema, roots);
-    let reader = builder
-        .with_projection(mask)
-        .with_batch_size(1 << 16)
-        .build()
-        .map_err(|e| parquet_error(path, e))?;
-    reader.map(|b| b.map_err(|e| parquet_error(path, e))).collect()
-}
-
 fn schema_error(path: &Path, column: &str, detail: &str) -> StatsError {
     StatsError::Shard(ShardError::Schema {
         path: path.to_path_buf(),
@@ -90,97 +60,12 @@ fn schema_error(path: &Path, column: &str, detail: &str) -> StatsError {
     })
 }
 
-/// Typed columns of one batch; errors name the file and the column.
-struct Cols<'a> {
-    path: &'a Path,
-    batch: &'a RecordBatch,
-}
-
-impl<'a> Cols<'a> {
-    fn column(&self, name: &str) -> Result<&'a dyn Array, StatsError> {
-        self.batch
-            .column_by_name(name)
-            .map(|c| c.as_ref())
-            .ok_or_else(|| schema_error(self.path, name, "missing"))
-    }
-
-    fn i64s(&self, name: &str) -> Result<Vec<i64>, StatsError> {
-        let a = self
-            .column(name)?
-            .as_primitive_opt::<Int64Type>()
-            .ok_or_else(|| schema_error(self.path, name, "not int64"))?;
-        if a.null_count() > 0 {
-            return Err(schema_error(self.path, name, "null in a required column"));
-        }
-        Ok(a.values().to_vec())
-    }
-
-    fn f64s(&self, name: &str) -> Result<Vec<f64>, StatsError> {
-        let a = self
-            .column(name)?
-            .as_primitive_opt::<Float64Type>()
-            .ok_or_else(|| schema_error(self.path, name, "not float64"))?;
-        if a.null_count() > 0 {
-            return Err(schema_error(self.path, name, "null in a required column"));
-        }
-        Ok(a.values().to_vec())
-    }
-
-    fn strings(&self, name: &str) -> Result<Vec<Option<String>>, StatsError> {
-        let a = self
-            .column(name)?
-            .as_string_opt::<i32>()
-            .ok_or_else(|| schema_error(self.path, name, "not utf8"))?;
-        Ok(a.iter().map(|s| s.map(str::to_string)).collect())
-    }
-
-    fn strings_required(&self, name: &str) -> Result<Vec<String>, StatsError> {
-        self.strings(name)?
-            .into_iter()
-            .map(|s| s.ok_or_else(|| schema_error(self.path, name, "null in a required column")))
-            .collect()
-    }
-
-    fn string_lists(&self, name: &str) -> Result<Vec<Vec<String>>, StatsError> {
-        let list = self
-            .column(name)?
-            .as_list_opt::<i32>()
-            .ok_or_else(|| schema_error(self.path, name, "not list<utf8>"))?;
-        let mut out = Vec::with_capacity(list.len());
-        for i in 0..list.len() {
-            if list.is_null(i) {
-                out.push(Vec::new());
-                continue;
-            }
-            let values = list.value(i);
-            let strings = values
-                .as_string_opt::<i32>()
-                .ok_or_else(|| schema_error(self.path, name, "not list<utf8>"))?;
-            out.push(strings.iter().flatten().map(str::to_string).collect());
-        }
-        Ok(out)
-    }
-
-    /// The rotation part of a nullable `mat4` column.
-    fn rotations(&self, name: &str) -> Result<Vec<Option<[f64; 9]>>, StatsError> {
-        let bad = || schema_error(self.path, name, "not fixed_size_list<float64>[16]");
-        let list = self.column(name)?.as_fixed_size_list_opt().ok_or_else(bad)?;
-        if list.value_length() != 16 {
-            return Err(bad());
-        }
-        let values = list.values().as_primitive_opt::<Float64Type>().ok_or_else(bad)?;
-        let values = values.values();
-        let mut out = Vec::with_capacity(list.len());
-        for i in 0..list.len() {
-            if list.is_null(i) {
-                out.push(None);
-                continue;
-            }
-            let m = &values[(list.offset() + i) * 16..(list.offset() + i + 1) * 16];
-            out.push(Some([m[0], m[1], m[2], m[4], m[5], m[6], m[8], m[9], m[10]]));
-        }
-        Ok(out)
-    }
+/// The rotation parts of a nullable row-major `mat4` column.
+fn rotations(c: &Columns, name: &str) -> Result<Vec<Option<[f64; 9]>>, StatsError> {
+    Ok(c.fixed::<16>(name)?
+        .into_iter()
+        .map(|m| m.map(|m| [m[0], m[1], m[2], m[4], m[5], m[6], m[8], m[9], m[10]]))
+        .collect())
 }
 
 /// The frames of `frames.parquet`.
@@ -192,11 +77,11 @@ pub(super) fn frames(path: &Path) -> Result<Vec<FrameInfo>, StatsError> {
         "points_file",
     ];
     let mut out = Vec::new();
-    for batch in read_columns(path, &columns)? {
-        let c = Cols { path, batch: &batch };
-        let index = c.i64s("frame_index")?;
-        let rotation = c.rotations("normalized_from_sensor")?;
-        let kept = c.i64s("num_points_kept")?;
+    for batch in read_projected(path, &columns)? {
+        let c = Columns { path, batch: &batch };
+        let index = c.i64s_required("frame_index")?;
+        let rotation = rotations(&c, "normalized_from_sensor")?;
+        let kept = c.i64s_required("num_points_kept")?;
         let file = c.strings("points_file")?;
         for (((frame_index, rotation), num_points_kept), points_file) in
             index.into_iter().zip(rotation).zip(kept).zip(file)
@@ -225,13 +110,13 @@ pub(super) fn boxes(path: &Path) -> Result<Vec<BoxInfo>, StatsError> {
         "origin",
     ];
     let mut out = Vec::new();
-    for batch in read_columns(path, &columns)? {
-        let c = Cols { path, batch: &batch };
-        let frame = c.i64s("frame_index")?;
+    for batch in read_projected(path, &columns)? {
+        let c = Columns { path, batch: &batch };
+        let frame = c.i64s_required("frame_index")?;
         let class = c.strings_required("class")?;
-        let inside = c.i64s("num_points_inside")?;
-        let range = c.f64s("bev_range_m")?;
-        let pitch = c.f64s("relative_pitch_rad")?;
+        let inside = c.i64s_required("num_points_inside")?;
+        let range = c.f64s_required("bev_range_m")?;
+        let pitch = c.f64s_required("relative_pitch_rad")?;
         let flags = c.string_lists("flags")?;
         let status = c.strings_required("review_status")?;
         let origin = c.strings_required("origin")?;
@@ -254,10 +139,10 @@ pub(super) fn boxes(path: &Path) -> Result<Vec<BoxInfo>, StatsError> {
 /// The tracks of `tracks.parquet`.
 pub(super) fn tracks(path: &Path) -> Result<Vec<TrackInfo>, StatsError> {
     let mut out = Vec::new();
-    for batch in read_columns(path, &["class", "num_boxes"])? {
-        let c = Cols { path, batch: &batch };
+    for batch in read_projected(path, &["class", "num_boxes"])? {
+        let c = Columns { path, batch: &batch };
         let class = c.strings_required("class")?;
-        let boxes = c.i64s("num_boxes")?;
+        let boxes = c.i64s_required("num_boxes")?;
         out.extend(
             class
                 .into_iter()
@@ -420,19 +305,9 @@ fn file_elevations(path: &Path, frames: &[&FrameInfo]) -> Result<Elevations, Sta
     let mut seen: HashMap<i64, ()> = HashMap::new();
     for batch in reader {
         let batch = batch.map_err(|e| parquet_error(path, e))?;
-        let c = Cols { path, batch: &batch };
-        let frame = c.i64s("frame_index")?;
-        let f32s = |name: &str| -> Result<Vec<f32>, StatsError> {
-            let a = c
-                .column(name)?
-                .as_primitive_opt::<Float32Type>()
-                .ok_or_else(|| schema_error(path, name, "not float32"))?;
-            if a.null_count() > 0 {
-                return Err(schema_error(path, name, "null in a required column"));
-            }
-            Ok(a.values().to_vec())
-        };
-        let (x, y, z) = (f32s("x_sensor_m")?, f32s("y_sensor_m")?, f32s("z_sensor_m")?);
+        let c = Columns { path, batch: &batch };
+        let frame = c.i64s_required("frame_index")?;
+        let (x, y, z) = (c.f32s("x_sensor_m")?, c.f32s("y_sensor_m")?, c.f32s("z_sensor_m")?);
         let mut current: Option<(i64, Option<[f64; 9]>)> = None;
         for i in 0..frame.len() {
             let rotation = match current {
