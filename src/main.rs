@@ -481,6 +481,10 @@ enum ExportFormat {
         /// Sequences of the `val` split, comma-separated (the rest are `train`).
         #[arg(long, value_delimiter = ',')]
         val: Vec<String>,
+        /// `pinhole`: images resampled onto each camera's pinhole twin, exact for a bare K;
+        /// `log`: the log's own images, lens distortion left in (much faster).
+        #[arg(long, value_enum, default_value_t = boxlayer::export::ImageMode::Pinhole)]
+        images: boxlayer::export::ImageMode,
     },
     /// KITTI's object layout (`training/{velodyne,label_2,calib,image_2}`) for OpenPCDet and
     /// mmdetection3d.
@@ -499,6 +503,10 @@ enum ExportFormat {
         /// Sequences of `ImageSets/val.txt`, comma-separated (the rest go to `train.txt`).
         #[arg(long, value_delimiter = ',')]
         val: Vec<String>,
+        /// `pinhole`: images resampled onto each camera's pinhole twin, exact for a bare K;
+        /// `log`: the log's own images, lens distortion left in (much faster).
+        #[arg(long, value_enum, default_value_t = boxlayer::export::ImageMode::Pinhole)]
+        images: boxlayer::export::ImageMode,
     },
     /// An Xtreme1 "LiDAR Fusion" upload (`OUT/xtreme1_upload.zip`) with pre-labels, and the
     /// class list they use (`OUT/classes.json`).
@@ -517,6 +525,10 @@ enum ExportFormat {
         /// The frame points and boxes are written in.
         #[arg(long, value_enum, default_value_t = boxlayer::export::ExportFrame::Sensor)]
         frame: boxlayer::export::ExportFrame,
+        /// `pinhole`: images resampled onto each camera's pinhole twin, exact for a bare K;
+        /// `log`: the log's own images, lens distortion left in (much faster).
+        #[arg(long, value_enum, default_value_t = boxlayer::export::ImageMode::Pinhole)]
+        images: boxlayer::export::ImageMode,
     },
     /// An MCAP recording for Foxglove: points, boxes as cubes coloured by track, poses,
     /// transforms and camera images over time. OUT is the `.mcap` file for one sequence, or a
@@ -790,6 +802,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     crop,
                     frame,
                     val,
+                    images,
                 } => {
                     let options = ThreeEedOptions {
                         every,
@@ -799,6 +812,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                         val_sequences: val,
                         sequences: input.sequences.clone(),
                         log: input.log(),
+                        images,
                     };
                     boxlayer::export::export_3eed(&input.shards, &input.out, &options)
                         .with_context(|| format!("export 3eed {}", input.shards.display()))?
@@ -809,6 +823,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     all_boxes,
                     every,
                     val,
+                    images,
                 } => {
                     let options = KittiOptions {
                         camera,
@@ -817,6 +832,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                         val_sequences: val,
                         sequences: input.sequences.clone(),
                         log: input.log(),
+                        images,
                     };
                     boxlayer::export::export_kitti(&input.shards, &input.out, &options)
                         .with_context(|| format!("export kitti {}", input.shards.display()))?
@@ -827,6 +843,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     frames,
                     classes,
                     frame,
+                    images,
                 } => {
                     let classes = match classes {
                         Some(path) => Xtreme1Class::load(&path)?,
@@ -839,6 +856,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                         frame,
                         sequences: input.sequences.clone(),
                         log: input.log(),
+                        images,
                     };
                     boxlayer::export::export_xtreme1(&input.shards, &input.out, &options)
                         .with_context(|| format!("export xtreme1 {}", input.shards.display()))?

@@ -11,8 +11,8 @@ use std::process::Command;
 
 use boxlayer::Platform;
 use boxlayer::export::{
-    ExportFrame, ImportOptions, LogLocation, ThreeEedOptions, XTREME1_ZIP, Xtreme1Options, export_3eed, export_xtreme1,
-    import_xtreme1,
+    ExportFrame, ImportOptions, LogLocation, SequenceLog, ThreeEedOptions, XTREME1_ZIP, Xtreme1Options, export_3eed,
+    export_xtreme1, import_xtreme1,
 };
 use boxlayer::shards::{BoxRow, read_box_rows, read_edit_rows, read_track_rows};
 use serde_json::{Value, json};
@@ -111,6 +111,63 @@ fn three_eed_and_kitti_exports_pass_readers_that_follow_3eed_and_the_kitti_devki
         "tools/check_3eed_export.py",
         &[&normalized, &shards, Path::new("--crop"), Path::new("none")],
     );
+
+    // `--images log` (through the command line): each view's image.jpg is the log's own JPEG,
+    // byte for byte, where the default resamples it onto the pinhole twin.
+    let raw = root.join("3eed_log_images");
+    let output = Command::new(env!("CARGO_BIN_EXE_boxlayer"))
+        .args(["export", "3eed"])
+        .args([&shards, &raw])
+        .arg("--data-root")
+        .arg(&data)
+        .args(["--images", "log"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    python(
+        "tools/check_3eed_export.py",
+        &[&raw, &shards, Path::new("--images"), Path::new("log")],
+    );
+    let vehicle_dir = boxlayer::shards::sequence_dirs(&shards)
+        .into_iter()
+        .find(|d| d.parent().unwrap().ends_with("vehicle"))
+        .unwrap();
+    let sequence = boxlayer::export::ShardSequence::load(&vehicle_dir).unwrap();
+    let log = SequenceLog::open(&sequence, &LogLocation::DataRoot(data.clone()))
+        .unwrap()
+        .unwrap();
+    let names = ["FRONT", "FRONT_LEFT", "FRONT_RIGHT", "SIDE_LEFT", "SIDE_RIGHT"];
+    let mut compared = 0;
+    for view in std::fs::read_dir(raw.join("waymo").join(&sequence.manifest.sequence)).unwrap() {
+        let view = view.unwrap().path();
+        let (frame, k) = view.file_name().unwrap().to_str().unwrap().split_once('_').unwrap();
+        let frame = log.frame(frame.parse().unwrap()).unwrap();
+        let camera = frame
+            .cameras
+            .iter()
+            .find(|c| c.name == names[k.parse::<usize>().unwrap()])
+            .unwrap();
+        let meta: Value = serde_json::from_slice(&std::fs::read(view.join("meta_info.json")).unwrap()).unwrap();
+        if let boxlayer::frame::Distortion::RadTan { k1, k2, p1, p2, k3 } = camera.calibration.distortion {
+            assert_eq!(meta["camera_distortion"], json!([k1, k2, p1, p2, k3]));
+        } else {
+            panic!("a Waymo camera without radial-tangential distortion");
+        }
+        let written = std::fs::read(view.join("image.jpg")).unwrap();
+        assert!(
+            written == camera.encoded().unwrap(),
+            "{}: not the log's JPEG",
+            view.display()
+        );
+        let resampled = std::fs::read(out.join(view.strip_prefix(&raw).unwrap()).join("image.jpg")).unwrap();
+        assert!(
+            resampled != written,
+            "{}: the default export did not resample",
+            view.display()
+        );
+        compared += 1;
+    }
+    assert!(compared >= 3, "{compared} views compared");
 
     // KITTI through the command line.
     let kitti = root.join("kitti");

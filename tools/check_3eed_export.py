@@ -2,7 +2,7 @@
 """Independent checker for `boxlayer export 3eed` output, against the shards it was made from.
 
 Usage:
-    python3 tools/check_3eed_export.py EXPORT_DIR SHARDS_DIR [--seed N] [--crop fov|none] [--all-frames]
+    python3 tools/check_3eed_export.py EXPORT_DIR SHARDS_DIR [--seed N] [--crop fov|none] [--all-frames] [--images pinhole|log]
 
 Conventions: docs/export.md (`export 3eed`), docs/schema.md and 3EED's loader (liuzengyun/3EED
 src/joint_det_dataset.py, per m3ed-format.md B1/B3 and waymo-format.md §5); nothing from the Rust
@@ -181,8 +181,10 @@ def check_view(export_dir, pdir, seqname, name, shards, args):
         errs.append("image_extrinsic: not a rigid transform (R orthonormal, det 1, last row 0 0 0 1)")
     if K[0, 0] <= 0 or K[1, 1] <= 0 or np.any(np.abs(K[2] - [0, 0, 1]) > 0):
         errs.append(f"image_intrinsic: not a pinhole K: {K.tolist()}")
-    if dist != [0.0] * 5:
-        errs.append(f"camera_distortion {dist}, the spec says [0, 0, 0, 0, 0]")
+    if args.images == "pinhole" and dist != [0.0] * 5:
+        errs.append(f"camera_distortion {dist}: the images are undistorted, so [0, 0, 0, 0, 0]")
+    if args.images == "log" and (len(dist) not in (4, 5) or not all(np.isfinite(dist))):
+        errs.append(f"camera_distortion {dist}: the lens' 5 (radtan) or 4 (fisheye) coefficients expected")
     if (meta["sequence_name"], meta["frame_index"]) != (seqname, fi):
         errs.append(f"sequence_name, frame_index {meta['sequence_name']!r}, {meta['frame_index']} but the folder is {seqname!r}, {fi}")
     cf = meta["coordinate_frame"]
@@ -361,6 +363,8 @@ def main():
     ap.add_argument("--seed", type=int, default=0, help="seed of the loader's 16,384-point sampling (default 0)")
     ap.add_argument("--crop", choices=["fov", "none"], default="fov", help="the export's --crop (default: the FOV crop)")
     ap.add_argument("--all-frames", action="store_true", help="the export was written with --all-frames")
+    ap.add_argument("--images", choices=["pinhole", "log"], default="pinhole",
+                    help="the export's --images: pinhole images carry zero distortion, the log's their lens'")
     a = ap.parse_args()
     shards = Shards(a.shards_dir)
     passed = failed = 0

@@ -22,8 +22,8 @@ pub use self::mcap::{
 };
 pub use kitti::{KittiOptions, export_kitti};
 pub use sequence::{
-    ExportFrame, LogLocation, SensorPoints, SequenceLog, ShardSequence, frame_points, intensity_01, load_sequences,
-    points_in,
+    ExportFrame, ImageMode, LogLocation, SensorPoints, SequenceLog, ShardSequence, frame_points, intensity_01,
+    load_sequences, points_in,
 };
 pub use three_eed::{ThreeEedOptions, export_3eed};
 pub use xtreme1::{

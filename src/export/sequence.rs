@@ -39,6 +39,18 @@ impl ExportFrame {
     }
 }
 
+/// What the exported camera images are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum ImageMode {
+    /// Resampled onto each camera's pinhole twin (same `K`, no distortion), so a bare `K`
+    /// projects exactly.
+    #[default]
+    Pinhole,
+    /// The log's own images (its JPEG bytes copied where it has them), lens distortion left in:
+    /// a bare `K` is then off towards the image corners, by the lens' distortion. Much faster.
+    Log,
+}
+
 /// Where the logs of the sequences are.
 #[derive(Debug, Clone, PartialEq)]
 pub enum LogLocation {
@@ -185,11 +197,25 @@ pub struct PinholeCamera {
     pub position: usize,
     /// The pinhole twin of its calibration (OpenCV axes, no distortion).
     pub calibration: CameraCalibration,
+    /// The real camera's lens distortion (what [`ImageMode::Log`] images keep).
+    pub distortion: crate::frame::Distortion,
     /// Export frame → camera (OpenCV axes).
     pub camera_from_export: Isometry3<f64>,
 }
 
 impl PinholeCamera {
+    /// The distortion coefficients of the images under `images`: OpenCV's `[k1, k2, p1, p2, k3]`
+    /// (radial-tangential) or `[k1, k2, k3, k4]` (equidistant fisheye) of the real camera for
+    /// [`ImageMode::Log`]; zeros for pinhole images.
+    pub fn distortion_coefficients(&self, images: ImageMode) -> Vec<f64> {
+        use crate::frame::Distortion;
+        match (images, self.distortion) {
+            (ImageMode::Log, Distortion::RadTan { k1, k2, p1, p2, k3 }) => vec![k1, k2, p1, p2, k3],
+            (ImageMode::Log, Distortion::Equidistant { k1, k2, k3, k4 }) => vec![k1, k2, k3, k4],
+            _ => vec![0.0; 5],
+        }
+    }
+
     /// `E`, the 4×4 export frame → camera, row-major.
     pub fn extrinsic(&self) -> [[f64; 4]; 4] {
         let m = self.camera_from_export.to_homogeneous();
@@ -214,6 +240,26 @@ impl PinholeCamera {
     /// Whether a point of the export frame projects inside the image in front of the camera.
     pub fn sees(&self, p: &Point3<f64>) -> bool {
         self.project(p).is_some_and(|(u, v)| self.inside(u, v))
+    }
+
+    /// A test of [`PinholeCamera::sees`] for many points: `K · [R | t]` taken once, so each point
+    /// costs three dot products (the pinhole twin has no distortion).
+    pub fn view_test(&self) -> impl Fn(&[f32; 3]) -> bool + '_ {
+        let m = self.camera_from_export.to_homogeneous();
+        let c = &self.calibration;
+        let row = |r: usize| [m[(r, 0)], m[(r, 1)], m[(r, 2)], m[(r, 3)]];
+        let (r0, r1, r2) = (row(0), row(1), row(2));
+        move |p: &[f32; 3]| {
+            let (x, y, z) = (f64::from(p[0]), f64::from(p[1]), f64::from(p[2]));
+            let dot = |r: &[f64; 4]| r[0] * x + r[1] * y + r[2] * z + r[3];
+            let depth = dot(&r2);
+            if depth.is_nan() || depth <= MIN_DEPTH_M {
+                return false;
+            }
+            let u = dot(&r0) / depth * c.fx + c.cx;
+            let v = dot(&r1) / depth * c.fy + c.cy;
+            self.inside(u, v)
+        }
     }
 
     fn inside(&self, u: f64, v: f64) -> bool {
@@ -243,6 +289,8 @@ pub struct SequenceLog {
     source: Box<dyn Source>,
     path: PathBuf,
     undistorters: HashMap<String, Undistorter>,
+    /// What [`SequenceLog::pinhole_image`] and [`pinhole_jpeg`] give (default: pinhole images).
+    pub images: ImageMode,
 }
 
 impl SequenceLog {
@@ -269,6 +317,7 @@ impl SequenceLog {
             source,
             path,
             undistorters: HashMap::new(),
+            images: ImageMode::Pinhole,
         }))
     }
 
@@ -302,12 +351,16 @@ impl SequenceLog {
         Err(missing())
     }
 
-    /// The pinhole image of a camera view (its encoded bytes' pixels undistorted).
+    /// The pinhole image of a camera view (its encoded bytes' pixels undistorted); the image as
+    /// the log has it under [`ImageMode::Log`].
     pub fn pinhole_image(&mut self, view: &CameraView, frame_index: i64) -> Result<RgbImage, ExportError> {
         let image = view.image().map_err(|e| ExportError::Image {
             path: self.path.clone(),
             detail: format!("frame {frame_index}: {e}"),
         })?;
+        if self.images == ImageMode::Log {
+            return Ok(std::sync::Arc::unwrap_or_clone(image));
+        }
         let undistorter = self
             .undistorters
             .entry(view.name.clone())
@@ -338,6 +391,7 @@ pub fn pinhole_cameras(frame: &Frame, export_from_sensor: &Isometry3<f64>, waymo
                 },
                 name: view.name.clone(),
                 calibration,
+                distortion: view.calibration.distortion,
                 camera_from_export,
             }
         })
@@ -413,9 +467,9 @@ pub fn encode_jpeg(image: &RgbImage, what: &Path) -> Result<Vec<u8>, ExportError
 }
 
 /// The JPEG of a camera view in its pinhole form: the log's own bytes when they are a JPEG of an
-/// undistorted camera, else the resampled image encoded.
+/// undistorted camera (or of any camera under [`ImageMode::Log`]), else the resampled image encoded.
 pub fn pinhole_jpeg(log: &mut SequenceLog, view: &CameraView, frame_index: i64) -> Result<Vec<u8>, ExportError> {
-    if SequenceLog::is_pinhole(view)
+    if (SequenceLog::is_pinhole(view) || log.images == ImageMode::Log)
         && let Some(bytes) = view.encoded()
         && bytes.starts_with(&[0xFF, 0xD8])
     {
@@ -454,4 +508,50 @@ pub fn load_sequences(shards: &Path, names: &[String]) -> Result<Vec<ShardSequen
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::frame::{CameraAxes, Distortion};
+    use nalgebra::{Translation3, UnitQuaternion, Vector3};
+
+    #[test]
+    fn view_test_agrees_with_sees() {
+        let calibration = CameraCalibration {
+            width: 640,
+            height: 480,
+            fx: 500.0,
+            fy: 510.0,
+            cx: 320.0,
+            cy: 240.0,
+            distortion: Distortion::None,
+            axes: CameraAxes::OpenCv,
+            sensor_from_camera: Isometry3::identity(),
+        };
+        let camera = PinholeCamera {
+            name: "c".into(),
+            position: 0,
+            calibration,
+            distortion: Distortion::None,
+            camera_from_export: Isometry3::from_parts(
+                Translation3::new(0.3, -0.2, 1.5),
+                UnitQuaternion::from_scaled_axis(Vector3::new(0.1, -1.2, 0.05)),
+            ),
+        };
+        let sees = camera.view_test();
+        let (mut inside, mut total) = (0, 0);
+        for i in -20..=20 {
+            for j in -20..=20 {
+                for k in -5..=5 {
+                    let p = [i as f32 * 0.73, j as f32 * 0.61, k as f32 * 0.37];
+                    let q = Point3::new(f64::from(p[0]), f64::from(p[1]), f64::from(p[2]));
+                    assert_eq!(sees(&p), camera.sees(&q), "{p:?}");
+                    inside += usize::from(sees(&p));
+                    total += 1;
+                }
+            }
+        }
+        assert!(inside > 100 && inside < total / 2, "{inside} of {total} in view");
+    }
 }

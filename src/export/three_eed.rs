@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use nalgebra::{Isometry3, Point3};
+use nalgebra::Isometry3;
 use serde_json::{Value, json};
 
 use super::output::OutputDir;
@@ -12,7 +12,7 @@ use super::sequence::{
     PinholeCamera, SequenceLog, ShardSequence, frame_points, intensity_01, load_sequences, pinhole_cameras,
     pinhole_jpeg, points_in,
 };
-use super::{ExportError, ExportFrame, ExportSummary, LogLocation};
+use super::{ExportError, ExportFrame, ExportSummary, ImageMode, LogLocation};
 use crate::cloud::PointCloud;
 use crate::frame::Platform;
 use crate::geometry::Box3;
@@ -35,6 +35,8 @@ pub struct ThreeEedOptions {
     pub sequences: Vec<String>,
     /// Where the logs are.
     pub log: LogLocation,
+    /// What the camera images are: pinhole resamplings (default) or the log's own.
+    pub images: ImageMode,
 }
 
 impl Default for ThreeEedOptions {
@@ -47,6 +49,7 @@ impl Default for ThreeEedOptions {
             val_sequences: Vec::new(),
             sequences: Vec::new(),
             log: LogLocation::DataRoot(PathBuf::from(".")),
+            images: ImageMode::Pinhole,
         }
     }
 }
@@ -115,7 +118,10 @@ fn export_sequence(
     options: &ThreeEedOptions,
     summary: &mut ExportSummary,
 ) -> Result<(), ExportError> {
-    let Some(mut log) = SequenceLog::open(sequence, &options.log)? else {
+    let Some(mut log) = SequenceLog::open(sequence, &options.log)?.map(|mut l| {
+        l.images = options.images;
+        l
+    }) else {
         return Ok(());
     };
     let waymo = sequence.is_waymo();
@@ -216,11 +222,10 @@ fn exported_box(sequence: &ShardSequence, b: &BoxRow, frame: ExportFrame, waymo:
 
 /// The points as a cloud, cropped to `camera`'s view when given.
 fn crop(xyz: &[[f32; 3]], intensity: &[f32], camera: Option<&PinholeCamera>) -> PointCloud {
-    let keep =
-        |p: &[f32; 3]| camera.is_none_or(|c| c.sees(&Point3::new(f64::from(p[0]), f64::from(p[1]), f64::from(p[2]))));
+    let sees = camera.map(|c| c.view_test());
     let (mut x, mut y, mut z, mut i) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for (p, &v) in xyz.iter().zip(intensity) {
-        if keep(p) {
+        if sees.as_ref().is_none_or(|sees| sees(p)) {
             x.push(p[0]);
             y.push(p[1]);
             z.push(p[2]);
@@ -296,7 +301,7 @@ fn meta_info(
         "lidar_path_proj": format!("{folder}/lidar.bin"),
         "image_extrinsic": camera.extrinsic(),
         "image_intrinsic": camera.intrinsic(),
-        "camera_distortion": [0.0, 0.0, 0.0, 0.0, 0.0],
+        "camera_distortion": camera.distortion_coefficients(options.images),
         "image_size": [camera.calibration.width, camera.calibration.height],
         "pose": pose,
         "timestamp": timestamp_us,

@@ -16,7 +16,7 @@ use super::pcd::binary_xyzi;
 use super::sequence::{
     SequenceLog, ShardSequence, frame_points, intensity_01, load_sequences, pinhole_cameras, pinhole_jpeg, points_in,
 };
-use super::{ExportError, ExportFrame, ExportSummary, LogLocation};
+use super::{ExportError, ExportFrame, ExportSummary, ImageMode, LogLocation};
 use crate::eval::input::class_from_3eed_name;
 use crate::frame::ObjectClass;
 use crate::geometry::Box3;
@@ -80,6 +80,8 @@ pub struct Xtreme1Options {
     pub sequences: Vec<String>,
     /// Where the logs are.
     pub log: LogLocation,
+    /// What the camera images are: pinhole resamplings (default) or the log's own.
+    pub images: ImageMode,
 }
 
 impl Default for Xtreme1Options {
@@ -91,6 +93,7 @@ impl Default for Xtreme1Options {
             frame: ExportFrame::Sensor,
             sequences: Vec::new(),
             log: LogLocation::DataRoot(PathBuf::from(".")),
+            images: ImageMode::Pinhole,
         }
     }
 }
@@ -175,7 +178,10 @@ fn export_sequence<W: Write + std::io::Seek>(
     options: &Xtreme1Options,
     summary: &mut ExportSummary,
 ) -> Result<(), ExportError> {
-    let mut log = SequenceLog::open(sequence, &options.log)?;
+    let mut log = SequenceLog::open(sequence, &options.log)?.map(|mut l| {
+        l.images = options.images;
+        l
+    });
     let waymo = sequence.is_waymo();
     let boxes_by_frame = sequence.boxes_by_frame();
     let scene = format!("scene_{}", sequence.manifest.sequence);
