@@ -12,17 +12,24 @@ use parquet::arrow::arrow_reader::{ParquetRecordBatchReaderBuilder, RowSelection
 
 use super::{BoxRow, CameraFootprint, DetectionRow, EditRow, FrameRow, PointsFrame, ShardError, TrackRow};
 
-fn read_batches(path: &Path) -> Result<Vec<RecordBatch>, ShardError> {
+/// A Parquet reader builder over `path`, errors naming it.
+fn open_builder(path: &Path) -> Result<ParquetRecordBatchReaderBuilder<File>, ShardError> {
     let file = File::open(path).map_err(|source| ShardError::Io {
         path: path.to_path_buf(),
         source,
     })?;
+    ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| ShardError::Parquet {
+        path: path.to_path_buf(),
+        detail: e.to_string(),
+    })
+}
+
+fn read_batches(path: &Path) -> Result<Vec<RecordBatch>, ShardError> {
     let fail = |e: String| ShardError::Parquet {
         path: path.to_path_buf(),
         detail: e,
     };
-    let reader = ParquetRecordBatchReaderBuilder::try_new(file)
-        .map_err(|e| fail(e.to_string()))?
+    let reader = open_builder(path)?
         .with_batch_size(1 << 16)
         .build()
         .map_err(|e| fail(e.to_string()))?;
@@ -32,15 +39,11 @@ fn read_batches(path: &Path) -> Result<Vec<RecordBatch>, ShardError> {
 /// The batches of `path` holding only `columns` (top-level columns by name; each must exist):
 /// readers that need a few columns of a wide file skip decoding the rest.
 pub(crate) fn read_projected(path: &Path, columns: &[&str]) -> Result<Vec<RecordBatch>, ShardError> {
-    let file = File::open(path).map_err(|source| ShardError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
     let fail = |e: String| ShardError::Parquet {
         path: path.to_path_buf(),
         detail: e,
     };
-    let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| fail(e.to_string()))?;
+    let builder = open_builder(path)?;
     let schema = builder.parquet_schema();
     let fields = schema.root_schema().get_fields();
     let mut roots = Vec::with_capacity(columns.len());
@@ -489,15 +492,11 @@ pub fn read_edit_rows(path: &Path) -> Result<Vec<EditRow>, ShardError> {
 /// Reads one frame's points from a points file: the row group whose `frame_index` is `frame_index`
 /// (one row group per frame), decoding only that row group.
 pub fn read_points_frame(path: &Path, frame_index: i64) -> Result<Option<PointsFrame>, ShardError> {
-    let file = File::open(path).map_err(|source| ShardError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
     let fail = |e: String| ShardError::Parquet {
         path: path.to_path_buf(),
         detail: e,
     };
-    let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| fail(e.to_string()))?;
+    let builder = open_builder(path)?;
     let metadata = builder.metadata().clone();
     // The row group of the frame: its `frame_index` column statistics hold min = max = the frame.
     let mut group = None;
