@@ -196,6 +196,46 @@ fn reused_buffers_give_the_detections_of_a_fresh_detector_frame_by_frame() {
 }
 
 #[test]
+fn encoder_runs_in_fixed_size_batches_give_the_features_of_one_run() {
+    // The bundled encoders' pillar axis is dynamic: pillars go through in runs of
+    // `encoder_batch` rows, the last zero-padded. Runs of 700 rows (several, the last one
+    // partly padding) and the default must give the features and boxes of one run over all.
+    let sim = Simulator::new(SimConfig::default(), Platform::Vehicle, SEED).unwrap();
+    let cloud = sim_cloud::sim_cloud(&sim, &sim.sweep(0).unwrap()).unwrap();
+    for dir in bundled() {
+        let with_batch = |batch: usize| {
+            let mut manifest = boxlayer::detect::DetectorManifest::load(&dir).unwrap();
+            manifest.pillars.encoder_batch = batch;
+            Detector::from_manifest(manifest, &dir).unwrap()
+        };
+        let (whole, small, default) = (with_batch(0), with_batch(700), Detector::load(&dir).unwrap());
+        assert_eq!(default.manifest().pillars.encoder_batch, 4096);
+        let pillars = whole.pillarize(&cloud).unwrap();
+        assert!(pillars.rows > 2 * 700 && pillars.rows % 700 != 0, "{} rows", pillars.rows);
+        let one = whole.encode(&pillars).unwrap().unwrap();
+        for detector in [&small, &default] {
+            let batched = detector.encode(&pillars).unwrap().unwrap();
+            assert_eq!((batched.rows, batched.channels), (one.rows, one.channels));
+            let worst = one
+                .data
+                .iter()
+                .zip(&batched.data)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0.0f32, f32::max);
+            assert!(worst <= 1e-5, "{}: largest difference {worst}", dir.display());
+        }
+        let want = whole.detect(&cloud).unwrap();
+        let got = small.detect(&cloud).unwrap();
+        assert!(!want.is_empty());
+        assert_eq!(want.len(), got.len(), "{}", dir.display());
+        for (a, b) in want.iter().zip(&got) {
+            assert_eq!(a.class, b.class);
+            assert!((a.score - b.score).abs() < 1e-4 && (a.box3.x - b.box3.x).abs() < 1e-3);
+        }
+    }
+}
+
+#[test]
 fn every_bundled_detector_ships_its_fitted_noise_profile() {
     for dir in bundled() {
         let path = dir.join("noise_profile.toml");

@@ -309,6 +309,10 @@ pub struct PillarsConfig {
     pub layout: EncoderLayout,
     /// Per-point channel order of the encoder input (default `openpcdet`).
     pub feature_order: PillarFeatureOrder,
+    /// Pillars per encoder run when a point-major encoder's pillar axis is dynamic: a sweep's
+    /// pillars go through in runs of exactly this many rows (the last zero-padded), so ONNX
+    /// Runtime sees one shape and its memory stays flat; 0 runs them all at once (default 4096).
+    pub encoder_batch: usize,
 }
 
 impl Default for PillarsConfig {
@@ -320,6 +324,7 @@ impl Default for PillarsConfig {
             max_pillars: 12000,
             layout: EncoderLayout::PointMajor,
             feature_order: PillarFeatureOrder::Openpcdet,
+            encoder_batch: 4096,
         }
     }
 }

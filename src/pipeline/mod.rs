@@ -40,7 +40,7 @@ pub use resume::{
     FAILED_SUFFIX, FailureRecord, LOCKS_DIR, OnDisk, RunIdentity, SequenceLock, error_chain, on_disk, read_failure,
 };
 pub use score::{ClassAp, LayerScores, class_ap, label_truth, score_layer, visible_truth};
-pub use sequence::{DetectionsFrom, SequenceJob, SequenceLayer, run_sequence, track_input};
+pub use sequence::{DetectionsFrom, FrameWriters, SequenceJob, SequenceLayer, run_sequence, track_input};
 pub use stop::StopSignal;
 pub use workers::WorkerShare;
 
@@ -787,10 +787,12 @@ fn run_one(
         classifier,
         stop: Some(&options.stop),
     };
-    let layer = run_sequence(&job, Some(writer.points()))?;
+    let (points, detections) = writer.frame_writers();
+    let mut layer = run_sequence(&job, Some(FrameWriters { points, detections }))?;
     let write_started = Instant::now();
     writer.write_frames(&layer.frames)?;
     writer.write_detections(&layer.detections)?;
+    let detections_written = writer.detections_written();
     writer.write_boxes(&layer.boxes)?;
     writer.write_tracks(&layer.tracks)?;
     let mut times = layer.times.clone();
@@ -811,13 +813,17 @@ fn run_one(
         })
         .reduce(f64::max);
     let scores = match truth.map(|t| visible_truth(&t, reach)) {
-        Some(truth) if config.origin == LayerOrigin::Detect => Some(
-            score_layer(&truth, &layer, &p.name, p.platform, &config.fusion)
-                .map_err(|e| PipelineError::Config(e.to_string()))?,
-        ),
+        Some(truth) if config.origin == LayerOrigin::Detect => {
+            // Pass 1 wrote the raw detections as it went; scoring reads them back.
+            layer.detections = crate::shards::reader::read_detection_rows(&staging.join("detections.parquet"))?;
+            Some(
+                score_layer(&truth, &layer, &p.name, p.platform, &config.fusion)
+                    .map_err(|e| PipelineError::Config(e.to_string()))?,
+            )
+        }
         _ => None,
     };
-    let counts = counts_of(&layer);
+    let counts = counts_of(&layer, detections_written);
     times.write_s = write_started.elapsed().as_secs_f64();
     times.total_s = started.elapsed().as_secs_f64();
     let manifest = RunManifest {
@@ -872,7 +878,7 @@ fn run_one(
     ))
 }
 
-fn counts_of(layer: &SequenceLayer) -> SequenceCounts {
+fn counts_of(layer: &SequenceLayer, detections: u64) -> SequenceCounts {
     let mut by_class = BTreeMap::new();
     let mut by_origin = BTreeMap::new();
     for b in &layer.boxes {
@@ -884,7 +890,7 @@ fn counts_of(layer: &SequenceLayer) -> SequenceCounts {
         frames_skipped: layer.errors.len() as u64,
         points: layer.points_read,
         points_kept: layer.frames.iter().map(|f| f.num_points_kept as u64).sum(),
-        detections: layer.detections.len() as u64,
+        detections,
         fused: layer.fused.iter().map(|f| f.len() as u64).sum(),
         boxes: layer.boxes.len() as u64,
         boxes_by_class: by_class,

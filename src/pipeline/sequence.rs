@@ -30,7 +30,8 @@ use crate::fuse::Fuser;
 use crate::geometry::{Box3, count_points_in_box};
 use crate::normalize::{ClassSizes, DetectorFrame, FrameInputs, Normalization, Profile, normalize_sequence};
 use crate::shards::{
-    BoxRow, CameraFootprint, DetectionRow, FrameError, FrameRow, PointsFrame, PointsWriter, StageTimes, TrackRow,
+    BoxRow, CameraFootprint, DetectionRow, DetectionsWriter, FrameError, FrameRow, PointsFrame, PointsWriter, StageTimes,
+    TrackRow,
 };
 use crate::sources::{OnCorrupt, Source};
 use crate::track::{
@@ -77,7 +78,7 @@ pub struct SequenceJob<'a> {
 pub struct SequenceLayer {
     /// One row per frame read, in order.
     pub frames: Vec<FrameRow>,
-    /// Every detector's raw boxes.
+    /// Every detector's raw boxes; empty when [`FrameWriters`] took them.
     pub detections: Vec<DetectionRow>,
     /// Fused boxes per frame (same order as `frames`).
     pub fused: Vec<Vec<FusedBox>>,
@@ -312,6 +313,7 @@ struct FirstPassState<'a, 'w> {
     name: &'a str,
     config: &'a PipelineConfig,
     points: Option<&'w mut PointsWriter>,
+    detections: Option<&'w mut DetectionsWriter>,
     scratch: &'a mut ScratchPoints,
     scratch_path: &'a std::path::Path,
     layer: &'a mut SequenceLayer,
@@ -324,6 +326,7 @@ impl FirstPassState<'_, '_> {
     /// frames their rows, points and scratch copy.
     fn keep(&mut self, window: Vec<(Result<FrameResult, PipelineError>, usize)>) -> Result<(), PipelineError> {
         let config = self.config;
+        let mut detections = Vec::new();
         for (result, position) in window {
             let mut r = match result {
                 Ok(r) => r,
@@ -361,7 +364,7 @@ impl FirstPassState<'_, '_> {
                 path: self.scratch_path.to_path_buf(),
                 source,
             })?;
-            push_detection_rows(&mut self.layer.detections, &r);
+            push_detection_rows(&mut detections, &r);
             self.layer.fused.push(r.fused);
             self.layer.labels.push(r.labels);
             self.contexts.push(FrameContext {
@@ -372,13 +375,27 @@ impl FirstPassState<'_, '_> {
                 inputs: r.inputs,
             });
         }
+        match self.detections.as_deref_mut() {
+            Some(writer) => writer.write(&detections)?,
+            None => self.layer.detections.append(&mut detections),
+        }
         Ok(())
     }
 }
 
-/// Runs the three passes over one sequence. `points` receives the kept points, frame by frame
-/// in order (a shard folder's points writer); `None` keeps none.
-pub fn run_sequence(job: &SequenceJob, points: Option<&mut PointsWriter>) -> Result<SequenceLayer, PipelineError> {
+/// Where pass 1 writes as it goes: the kept points and the detectors' raw boxes (a shard
+/// folder's writers, [`crate::shards::SequenceWriter::frame_writers`]).
+pub struct FrameWriters<'w> {
+    /// Receives the kept points, frame by frame in order.
+    pub points: &'w mut PointsWriter,
+    /// Receives the raw detections, window by window in frame order; they are then not kept in
+    /// [`SequenceLayer::detections`].
+    pub detections: &'w mut DetectionsWriter,
+}
+
+/// Runs the three passes over one sequence. `writers` receive the kept points and the raw
+/// detections as pass 1 goes; `None` keeps no points and the detections in the layer.
+pub fn run_sequence(job: &SequenceJob, writers: Option<FrameWriters<'_>>) -> Result<SequenceLayer, PipelineError> {
     let total_started = Instant::now();
     let config = job.config;
     let source = job.source;
@@ -414,10 +431,15 @@ pub fn run_sequence(job: &SequenceJob, points: Option<&mut PointsWriter>) -> Res
     // Window k's rows and points are written while window k + 1 is read and detected
     // (`rayon::join`), so the sequential Parquet writing does not leave the other threads idle.
     let pass_started = Instant::now();
+    let (points, detections) = match writers {
+        Some(w) => (Some(w.points), Some(w.detections)),
+        None => (None, None),
+    };
     let mut state = FirstPassState {
         name: &name,
         config,
         points,
+        detections,
         scratch: &mut scratch,
         scratch_path: &scratch_path,
         layer: &mut layer,

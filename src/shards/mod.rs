@@ -26,7 +26,7 @@ pub use schema::{
     track_schema,
 };
 pub use writer::{
-    OLD_SUFFIX, PointsWriter, Replacement, SUCCESS_FILE, SequenceWriter, ShardOptions, is_temporary_name,
+    DetectionsWriter, OLD_SUFFIX, PointsWriter, Replacement, SUCCESS_FILE, SequenceWriter, ShardOptions, is_temporary_name,
     replace_sequence, staging_dir,
 };
 

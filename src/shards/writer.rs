@@ -208,7 +208,7 @@ fn detections_batch(path: &Path, sequence: &str, rows: &[DetectionRow]) -> Resul
     batch(path, detection_schema(), columns)
 }
 
-fn cameras_column(rows: &[BoxRow]) -> ArrayRef {
+fn cameras_column(rows: &[&BoxRow]) -> ArrayRef {
     let footprints: Vec<_> = rows.iter().flat_map(|r| r.cameras.iter()).collect();
     let children: Vec<ArrayRef> = vec![
         utf8(footprints.iter().map(|c| c.camera.as_str())),
@@ -229,7 +229,7 @@ fn cameras_column(rows: &[BoxRow]) -> ArrayRef {
     ))
 }
 
-fn boxes_batch(path: &Path, sequence: &str, rows: &[BoxRow]) -> Result<RecordBatch, ShardError> {
+fn boxes_batch(path: &Path, sequence: &str, rows: &[&BoxRow]) -> Result<RecordBatch, ShardError> {
     let columns = vec![
         sequence_column(sequence, rows.len()),
         i64s(rows.iter().map(|r| r.frame_index)),
@@ -377,6 +377,84 @@ impl PointsWriter {
     }
 }
 
+// ---- detections --------------------------------------------------------------------------
+
+/// Appends the detectors' raw boxes to `detections.parquet` as frames are detected, so a long
+/// sequence's detections never wait in memory; the rows buffered are those of the row group being
+/// filled, already encoded.
+pub struct DetectionsWriter {
+    path: PathBuf,
+    sequence: String,
+    options: ShardOptions,
+    writer: Option<ArrowWriter<BufWriter<File>>>,
+    rows: u64,
+    closed: bool,
+}
+
+impl DetectionsWriter {
+    fn new(path: PathBuf, sequence: &str, options: ShardOptions) -> Self {
+        Self {
+            path,
+            sequence: sequence.to_string(),
+            options,
+            writer: None,
+            rows: 0,
+            closed: false,
+        }
+    }
+
+    /// Appends `rows` (frames in the order they are to be read).
+    pub fn write(&mut self, rows: &[DetectionRow]) -> Result<(), ShardError> {
+        let fail = parquet_error(&self.path);
+        if self.closed {
+            return Err(fail("detections written after the file was closed".into()));
+        }
+        let writer = match self.writer.as_mut() {
+            Some(w) => w,
+            None => {
+                let file = File::create(&self.path).map_err(|source| ShardError::Io {
+                    path: self.path.clone(),
+                    source,
+                })?;
+                let props = properties(&self.options, Some(self.options.row_group_rows)).map_err(&fail)?;
+                let writer = ArrowWriter::try_new(BufWriter::new(file), Arc::new(detection_schema()), Some(props))
+                    .map_err(|e| fail(e.to_string()))?;
+                self.writer.insert(writer)
+            }
+        };
+        writer
+            .write(&detections_batch(&self.path, &self.sequence, rows)?)
+            .map_err(|e| fail(e.to_string()))?;
+        self.rows += rows.len() as u64;
+        Ok(())
+    }
+
+    /// Rows written so far.
+    pub fn rows(&self) -> u64 {
+        self.rows
+    }
+
+    /// The file being written.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Finishes the file (an empty table when no row came); later writes are refused.
+    pub fn close(&mut self) -> Result<(), ShardError> {
+        if self.closed {
+            return Ok(());
+        }
+        if self.writer.is_none() {
+            self.write(&[])?;
+        }
+        if let Some(writer) = self.writer.take() {
+            writer.close().map_err(|e| parquet_error(&self.path)(e.to_string()))?;
+        }
+        self.closed = true;
+        Ok(())
+    }
+}
+
 // ---- the sequence folder ------------------------------------------------------------------
 
 /// One sequence's shard folder being written.
@@ -386,6 +464,7 @@ pub struct SequenceWriter {
     sequence: String,
     options: ShardOptions,
     points: PointsWriter,
+    detections: DetectionsWriter,
     finished: bool,
 }
 
@@ -420,6 +499,7 @@ impl SequenceWriter {
         Ok(Self {
             final_dir: dir.to_path_buf(),
             points: PointsWriter::new(staging.clone(), options),
+            detections: DetectionsWriter::new(staging.join("detections.parquet"), sequence, options),
             staging,
             sequence: sequence.to_string(),
             options,
@@ -432,23 +512,38 @@ impl SequenceWriter {
         &mut self.points
     }
 
+    /// The points and detections writers, which pass 1 feeds frame by frame.
+    pub fn frame_writers(&mut self) -> (&mut PointsWriter, &mut DetectionsWriter) {
+        (&mut self.points, &mut self.detections)
+    }
+
     /// Writes `frames.parquet`.
     pub fn write_frames(&self, rows: &[FrameRow]) -> Result<(), ShardError> {
         let path = self.staging.join("frames.parquet");
         write_table(&path, &frames_batch(&path, &self.sequence, rows)?, &self.options)
     }
 
-    /// Writes `detections.parquet`.
-    pub fn write_detections(&self, rows: &[DetectionRow]) -> Result<(), ShardError> {
-        let path = self.staging.join("detections.parquet");
-        write_table(&path, &detections_batch(&path, &self.sequence, rows)?, &self.options)
+    /// Rows written to `detections.parquet` so far.
+    pub fn detections_written(&self) -> u64 {
+        self.detections.rows()
+    }
+
+    /// Appends rows to `detections.parquet` and closes it: what the detections writer was given
+    /// (see [`SequenceWriter::frame_writers`]) comes first.
+    pub fn write_detections(&mut self, rows: &[DetectionRow]) -> Result<(), ShardError> {
+        if !rows.is_empty() {
+            self.detections.write(rows)?;
+        }
+        self.detections.close()
     }
 
     /// Writes `boxes.parquet` and `review.parquet` (its rows whose status is `flagged`).
     pub fn write_boxes(&self, rows: &[BoxRow]) -> Result<(), ShardError> {
         let path = self.staging.join("boxes.parquet");
-        write_table(&path, &boxes_batch(&path, &self.sequence, rows)?, &self.options)?;
-        let flagged: Vec<BoxRow> = rows.iter().filter(|r| r.review_status == "flagged").cloned().collect();
+        let all: Vec<&BoxRow> = rows.iter().collect();
+        write_table(&path, &boxes_batch(&path, &self.sequence, &all)?, &self.options)?;
+        // References, not copies: on a long sequence nearly every row may be flagged.
+        let flagged: Vec<&BoxRow> = rows.iter().filter(|r| r.review_status == "flagged").collect();
         let path = self.staging.join("review.parquet");
         write_table(&path, &boxes_batch(&path, &self.sequence, &flagged)?, &self.options)
     }
@@ -469,6 +564,7 @@ impl SequenceWriter {
     /// into place (replacing an older one); returns the final folder.
     pub fn finish(mut self, manifest: &RunManifest) -> Result<PathBuf, ShardError> {
         self.points.close_part()?;
+        self.detections.close()?;
         let manifest_path = self.staging.join("manifest.json");
         let text = serde_json::to_string_pretty(manifest).map_err(|e| ShardError::Parquet {
             path: manifest_path.clone(),
@@ -630,4 +726,55 @@ pub fn staging_dir(dir: &Path) -> PathBuf {
     let mut name = dir.file_name().map(|n| n.to_os_string()).unwrap_or_default();
     name.push(PARTIAL_SUFFIX);
     dir.with_file_name(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::shards::reader::read_detection_rows;
+
+    fn row(frame: i64, k: i64) -> DetectionRow {
+        DetectionRow {
+            frame_index: frame,
+            timestamp_us: 1_000 * frame,
+            detector: if k % 2 == 0 { "a" } else { "b" }.into(),
+            detection_index: k,
+            class: "vehicle".into(),
+            score: 0.5 + 0.01 * k as f32,
+            box_sensor: [frame as f64, k as f64, 0.0, 4.0, 2.0, 1.5, 0.1, 0.0, 0.0],
+        }
+    }
+
+    #[test]
+    fn detections_written_window_by_window_read_back_as_one_table() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut writer = SequenceWriter::create(&dir.path().join("seq"), "seq", ShardOptions::default()).unwrap();
+        let windows: Vec<Vec<DetectionRow>> = (0..3)
+            .map(|w| (0..5).map(|k| row(w, k)).collect())
+            .collect();
+        let (_, detections) = writer.frame_writers();
+        for w in &windows {
+            detections.write(w).unwrap();
+        }
+        detections.write(&[]).unwrap();
+        let last = vec![row(3, 0)];
+        writer.write_detections(&last).unwrap();
+        assert_eq!(writer.detections_written(), 16);
+        let path = staging_dir(&dir.path().join("seq")).join("detections.parquet");
+        let want: Vec<DetectionRow> = windows.into_iter().flatten().chain(last).collect();
+        assert_eq!(read_detection_rows(&path).unwrap(), want);
+        // Closed: a late write is refused rather than lost.
+        let (_, detections) = writer.frame_writers();
+        let e = detections.write(&[row(4, 0)]).unwrap_err().to_string();
+        assert!(e.contains("detections.parquet") && e.contains("closed"), "{e}");
+    }
+
+    #[test]
+    fn a_sequence_without_detections_gets_an_empty_table() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut writer = SequenceWriter::create(&dir.path().join("seq"), "seq", ShardOptions::default()).unwrap();
+        writer.write_detections(&[]).unwrap();
+        let path = staging_dir(&dir.path().join("seq")).join("detections.parquet");
+        assert!(read_detection_rows(&path).unwrap().is_empty());
+    }
 }

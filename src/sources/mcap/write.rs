@@ -77,8 +77,22 @@ pub struct BagWriteOptions {
     pub raw_images: bool,
     /// Target uncompressed chunk size (bytes); default 1 MiB.
     pub chunk_size: u64,
-    /// zstd level (0 = the library default).
+    /// How chunks are compressed; default zstd.
+    pub compression: ChunkCompression,
+    /// zstd level (0 = the library default); ignored for the other codecs.
     pub compression_level: u32,
+}
+
+/// The codec of a bag's chunks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ChunkCompression {
+    /// Uncompressed chunks (rosbag2's `fastwrite` preset).
+    None,
+    /// zstd chunks (rosbag2's `zstd_fast` and `zstd_small` presets, and the MCAP writers' default).
+    #[default]
+    Zstd,
+    /// LZ4 frames.
+    Lz4,
 }
 
 impl Default for BagWriteOptions {
@@ -95,6 +109,7 @@ impl Default for BagWriteOptions {
             lidar_from_imu: UnitQuaternion::identity(),
             raw_images: false,
             chunk_size: mcap::WriteOptions::DEFAULT_CHUNK_SIZE,
+            compression: ChunkCompression::Zstd,
             compression_level: 0,
         }
     }
@@ -337,7 +352,11 @@ pub fn write_bag(path: &Path, frames: &[Frame], options: &BagWriteOptions) -> Re
     let writer = mcap::WriteOptions::new()
         .profile("ros2")
         .library(concat!("boxlayer/", env!("CARGO_PKG_VERSION")))
-        .compression(Some(mcap::Compression::Zstd))
+        .compression(match options.compression {
+            ChunkCompression::None => None,
+            ChunkCompression::Zstd => Some(mcap::Compression::Zstd),
+            ChunkCompression::Lz4 => Some(mcap::Compression::Lz4),
+        })
         .compression_level(options.compression_level)
         .compression_threads(1)
         .chunk_size(Some(options.chunk_size))
