@@ -211,7 +211,11 @@ fn encoder_runs_in_fixed_size_batches_give_the_features_of_one_run() {
         let (whole, small, default) = (with_batch(0), with_batch(700), Detector::load(&dir).unwrap());
         assert_eq!(default.manifest().pillars.encoder_batch, 4096);
         let pillars = whole.pillarize(&cloud).unwrap();
-        assert!(pillars.rows > 2 * 700 && pillars.rows % 700 != 0, "{} rows", pillars.rows);
+        assert!(
+            pillars.rows > 2 * 700 && pillars.rows % 700 != 0,
+            "{} rows",
+            pillars.rows
+        );
         let one = whole.encode(&pillars).unwrap().unwrap();
         for detector in [&small, &default] {
             let batched = detector.encode(&pillars).unwrap().unwrap();

@@ -708,11 +708,16 @@ impl Detector {
             input[..n * row_len].copy_from_slice(&pillars.features[start * row_len..(start + n) * row_len]);
             input[n * row_len..].fill(0.0);
             let view = self.tensor_view(encoder, &shape, &input)?;
-            encoder.run(name, vec![(encoder_input.as_str().into(), view)], &[encoder_output], |outputs| {
-                let out = self.encoder_output(outputs, batch)?;
-                features[start * f..(start + n) * f].copy_from_slice(&out[..n * f]);
-                Ok(())
-            })?;
+            encoder.run(
+                name,
+                vec![(encoder_input.as_str().into(), view)],
+                &[encoder_output],
+                |outputs| {
+                    let out = self.encoder_output(outputs, batch)?;
+                    features[start * f..(start + n) * f].copy_from_slice(&out[..n * f]);
+                    Ok(())
+                },
+            )?;
             start += n;
         }
         Ok(features)

@@ -30,8 +30,8 @@ use crate::fuse::Fuser;
 use crate::geometry::{Box3, count_points_in_box};
 use crate::normalize::{ClassSizes, DetectorFrame, FrameInputs, Normalization, Profile, normalize_sequence};
 use crate::shards::{
-    BoxRow, CameraFootprint, DetectionRow, DetectionsWriter, FrameError, FrameRow, PointsFrame, PointsWriter, StageTimes,
-    TrackRow,
+    BoxRow, CameraFootprint, DetectionRow, DetectionsWriter, FrameError, FrameRow, PointsFrame, PointsWriter,
+    StageTimes, TrackRow,
 };
 use crate::sources::{OnCorrupt, Source};
 use crate::track::{

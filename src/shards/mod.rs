@@ -26,8 +26,8 @@ pub use schema::{
     track_schema,
 };
 pub use writer::{
-    DetectionsWriter, OLD_SUFFIX, PointsWriter, Replacement, SUCCESS_FILE, SequenceWriter, ShardOptions, is_temporary_name,
-    replace_sequence, staging_dir,
+    DetectionsWriter, OLD_SUFFIX, PointsWriter, Replacement, SUCCESS_FILE, SequenceWriter, ShardOptions,
+    is_temporary_name, replace_sequence, staging_dir,
 };
 
 /// Errors writing or reading shards; each names the file.

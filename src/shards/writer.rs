@@ -749,9 +749,7 @@ mod tests {
     fn detections_written_window_by_window_read_back_as_one_table() {
         let dir = tempfile::tempdir().unwrap();
         let mut writer = SequenceWriter::create(&dir.path().join("seq"), "seq", ShardOptions::default()).unwrap();
-        let windows: Vec<Vec<DetectionRow>> = (0..3)
-            .map(|w| (0..5).map(|k| row(w, k)).collect())
-            .collect();
+        let windows: Vec<Vec<DetectionRow>> = (0..3).map(|w| (0..5).map(|k| row(w, k)).collect()).collect();
         let (_, detections) = writer.frame_writers();
         for w in &windows {
             detections.write(w).unwrap();
