@@ -634,7 +634,7 @@ impl Detector {
         let channel_major = self.spec.layout == EncoderLayout::ChannelMajor;
         let batch = self.manifest.pillars.encoder_batch;
         if self.rows == PillarRows::Trim && batch > 0 && !channel_major {
-            let data = self.encode_in_batches(pillars, batch)?;
+            let data = self.encode_in_batches(encoder, encoder_input, encoder_output, pillars, batch)?;
             return Ok(Some(use_encoded(EncodedPillarsView {
                 data: &data,
                 rows: pillars.rows,
@@ -645,7 +645,7 @@ impl Detector {
         let input = self.tensor_view(encoder, &pillars.shape, &pillars.features)?;
         let inputs = vec![(encoder_input.as_str().into(), input)];
         encoder.run(name, inputs, &[encoder_output], |outputs| {
-            let out = self.encoder_output(outputs, pillars.rows)?;
+            let out = self.encoder_output(encoder, encoder_output, outputs, pillars.rows)?;
             Ok(Some(use_encoded(EncodedPillarsView {
                 data: out,
                 rows: pillars.rows,
@@ -656,43 +656,37 @@ impl Detector {
     }
 
     /// The encoder's output values for `rows` pillars, or an error naming the shape it gave.
-    fn encoder_output<'o>(&self, outputs: &[OutputView<'o>], rows: usize) -> Result<&'o [f32], DetectError> {
+    fn encoder_output<'o>(
+        &self,
+        encoder: &SessionPool,
+        tensor: &str,
+        outputs: &[OutputView<'o>],
+        rows: usize,
+    ) -> Result<&'o [f32], DetectError> {
         let f = self.manifest.scatter.channels;
         match outputs.first() {
             Some(out) if out.data.len() == rows * f => Ok(out.data),
-            other => {
-                let (model, tensor) = match &self.plan {
-                    Plan::Split {
-                        encoder,
-                        encoder_output,
-                        ..
-                    } => (encoder.model.clone(), encoder_output.clone()),
-                    Plan::Single { graph, .. } => (graph.model.clone(), String::new()),
-                };
-                Err(DetectError::TensorMismatch {
-                    detector: self.manifest.name.clone(),
-                    model,
-                    tensor,
-                    expected: format!("{} values ({rows} pillars × {f} features)", rows * f),
-                    actual: other.map_or_else(|| "no output".into(), |out| format!("shape {}", shape_text(&out.shape))),
-                })
-            }
+            other => Err(DetectError::TensorMismatch {
+                detector: self.manifest.name.clone(),
+                model: encoder.model.clone(),
+                tensor: tensor.to_string(),
+                expected: format!("{} values ({rows} pillars × {f} features)", rows * f),
+                actual: other.map_or_else(|| "no output".into(), |out| format!("shape {}", shape_text(&out.shape))),
+            }),
         }
     }
 
     /// Runs a point-major encoder on a sweep's pillars `batch` rows at a time (the last run
     /// zero-padded, so every run has one shape) and gathers the features of the real rows.
     /// Pillars are independent in a pillar encoder, so this equals one run over all of them.
-    fn encode_in_batches(&self, pillars: &Pillars, batch: usize) -> Result<Vec<f32>, DetectError> {
-        let Plan::Split {
-            encoder,
-            encoder_input,
-            encoder_output,
-            ..
-        } = &self.plan
-        else {
-            return Ok(Vec::new());
-        };
+    fn encode_in_batches(
+        &self,
+        encoder: &SessionPool,
+        encoder_input: &str,
+        encoder_output: &str,
+        pillars: &Pillars,
+        batch: usize,
+    ) -> Result<Vec<f32>, DetectError> {
         let name = &self.manifest.name;
         let f = self.manifest.scatter.channels;
         let rows = pillars.rows;
@@ -708,16 +702,11 @@ impl Detector {
             input[..n * row_len].copy_from_slice(&pillars.features[start * row_len..(start + n) * row_len]);
             input[n * row_len..].fill(0.0);
             let view = self.tensor_view(encoder, &shape, &input)?;
-            encoder.run(
-                name,
-                vec![(encoder_input.as_str().into(), view)],
-                &[encoder_output],
-                |outputs| {
-                    let out = self.encoder_output(outputs, batch)?;
-                    features[start * f..(start + n) * f].copy_from_slice(&out[..n * f]);
-                    Ok(())
-                },
-            )?;
+            encoder.run(name, vec![(encoder_input.into(), view)], &[encoder_output], |outputs| {
+                let out = self.encoder_output(encoder, encoder_output, outputs, batch)?;
+                features[start * f..(start + n) * f].copy_from_slice(&out[..n * f]);
+                Ok(())
+            })?;
             start += n;
         }
         Ok(features)

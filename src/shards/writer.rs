@@ -564,7 +564,11 @@ impl SequenceWriter {
     /// into place (replacing an older one); returns the final folder.
     pub fn finish(mut self, manifest: &RunManifest) -> Result<PathBuf, ShardError> {
         self.points.close_part()?;
-        self.detections.close()?;
+        // Only a file this writer started: a folder rewritten by `replace_sequence` keeps the
+        // detections it links to (creating the file here would truncate that shared inode).
+        if self.detections.writer.is_some() {
+            self.detections.close()?;
+        }
         let manifest_path = self.staging.join("manifest.json");
         let text = serde_json::to_string_pretty(manifest).map_err(|e| ShardError::Parquet {
             path: manifest_path.clone(),
