@@ -434,11 +434,6 @@ impl DetectionsWriter {
         self.rows
     }
 
-    /// The file being written.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     /// Finishes the file (an empty table when no row came); later writes are refused.
     pub fn close(&mut self) -> Result<(), ShardError> {
         if self.closed {
