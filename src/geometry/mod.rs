@@ -21,7 +21,7 @@ pub use iou::{
     iou_rotated_vs_axis_aligned,
 };
 pub use nms::{nms_bev, nms_circle};
-pub use points_in_box::{count_points_in_box, points_in_box, points_in_box_mask};
+pub use points_in_box::{count_points_in_box, count_points_in_box_xyz, points_in_box, points_in_box_mask};
 
 /// The tolerance used by geometry queries that compare floats (1e-9, in metres or radians):
 /// far below any sensor's resolution, far above f64 rounding on coordinates of a few km.

@@ -109,11 +109,15 @@ pub fn points_in_box(cloud: &PointCloud, b: &Box3) -> Vec<u32> {
 
 /// The number of the cloud's points inside `b`, boundary included.
 pub fn count_points_in_box(cloud: &PointCloud, b: &Box3) -> usize {
+    count_points_in_box_xyz(cloud.x(), cloud.y(), cloud.z(), b)
+}
+
+/// The number of points inside `b`, boundary included, for points given as coordinate slices
+/// (the first `min(x.len(), y.len(), z.len())` are tested).
+pub fn count_points_in_box_xyz(x: &[f32], y: &[f32], z: &[f32], b: &Box3) -> usize {
     let frame = BoxFrame::new(b);
     let mut count = 0usize;
-    frame.for_each_block(cloud.x(), cloud.y(), cloud.z(), |_, mask| {
-        count += mask.count_ones() as usize
-    });
+    frame.for_each_block(x, y, z, |_, mask| count += mask.count_ones() as usize);
     count
 }
 

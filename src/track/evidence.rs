@@ -1,40 +1,42 @@
 //! Points-in-box counts on a sequence's sweeps for the refinement's evidence tests (filled
 //! frames, extension, static propagation). Each frame's points are binned once, on first use,
-//! into a bird's-eye-view grid, so a query tests only the points of the cells its box can touch
-//! instead of the whole sweep; the count equals `geometry::count_points_in_box` exactly for boxes
-//! within ±1 km of the sensor.
+//! into a bird's-eye-view grid and stored sorted by cell, so a query tests only the points of the
+//! cells its box can touch instead of the whole sweep; the count equals
+//! `geometry::count_points_in_box` exactly for boxes within ±1 km of the sensor. The gridded
+//! frames live in one cache shared by the classes tracked in parallel, bounded in bytes.
 
-use std::cell::RefCell;
 use std::collections::VecDeque;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use super::input::{SweepPoints, TrackFrame};
 use crate::cloud::PointCloud;
-use crate::geometry::{Box3, points_in_box_mask};
+use crate::geometry::{Box3, count_points_in_box_xyz};
 
 /// Side of a grid cell (m).
 const CELL_M: f32 = 2.0;
 /// The grid covers at most ±this from the sensor (m); farther points share the border cells.
 const GRID_LIMIT_M: f32 = 1024.0;
 
-/// One frame's points sorted by BEV grid cell.
+/// One frame's points (x, y, z only) sorted by BEV grid cell.
 #[derive(Debug)]
 struct FrameGrid {
     /// Smallest x and y of the points (m, sensor frame).
     origin: [f32; 2],
     /// Cells along x and y.
     dims: [usize; 2],
-    /// `starts[c]..starts[c + 1]` indexes `order` for cell `c` (row-major over y, x).
+    /// `starts[c]..starts[c + 1]` are cell `c`'s points (row-major over y, x).
     starts: Vec<u32>,
-    /// Point indices, grouped by cell.
-    order: Vec<u32>,
+    /// Point coordinates, grouped by cell.
+    x: Vec<f32>,
+    y: Vec<f32>,
+    z: Vec<f32>,
 }
 
 impl FrameGrid {
     fn new(cloud: &PointCloud) -> Self {
-        let (x, y) = (cloud.x(), cloud.y());
-        let n = x.len().min(y.len());
-        let (x, y) = (&x[..n], &y[..n]);
+        let (x, y, z) = (cloud.x(), cloud.y(), cloud.z());
+        let n = x.len().min(y.len()).min(z.len());
+        let (x, y, z) = (&x[..n], &y[..n], &z[..n]);
         // Bounds of the finite points (`f32::min`/`max` skip NaN), kept within ±GRID_LIMIT_M so
         // that a stray huge coordinate cannot blow up the grid; points beyond fall into the
         // border cells, where the exact box test still sees them.
@@ -50,7 +52,9 @@ impl FrameGrid {
                 origin: [0.0; 2],
                 dims: [0, 0],
                 starts: vec![0],
-                order: Vec::new(),
+                x: Vec::new(),
+                y: Vec::new(),
+                z: Vec::new(),
             };
         }
         let lo = [x_lo, y_lo];
@@ -59,7 +63,7 @@ impl FrameGrid {
             ((y_hi - y_lo) / CELL_M) as usize + 1,
         ];
         // One pass computes every point's cell (float-to-int casts saturate: NaN → 0, which the
-        // exact box test rejects anyway) and counts the cells; a second places the indices.
+        // exact box test rejects anyway) and counts the cells; a second places the points.
         let (max_x, max_y) = ((dims[0] - 1) as u32, (dims[1] - 1) as u32);
         let mut starts = vec![0u32; dims[0] * dims[1] + 1];
         let cells: Vec<u32> = x
@@ -78,23 +82,31 @@ impl FrameGrid {
             starts[c] += starts[c - 1];
         }
         let mut fill = starts.clone();
-        let mut order = vec![0u32; n];
+        let (mut sx, mut sy, mut sz) = (vec![0f32; n], vec![0f32; n], vec![0f32; n]);
         for (k, &c) in cells.iter().enumerate() {
             let slot = &mut fill[c as usize];
-            order[*slot as usize] = k as u32;
+            let at = *slot as usize;
+            (sx[at], sy[at], sz[at]) = (x[k], y[k], z[k]);
             *slot += 1;
         }
         Self {
             origin: lo,
             dims,
             starts,
-            order,
+            x: sx,
+            y: sy,
+            z: sz,
         }
     }
 
-    /// Points of `cloud` inside `b` (sensor frame, boundary included).
-    fn count(&self, cloud: &PointCloud, b: &Box3, scratch: &mut Scratch) -> usize {
-        if self.order.is_empty() {
+    /// Heap bytes held.
+    fn bytes(&self) -> usize {
+        4 * (self.starts.len() + self.x.len() + self.y.len() + self.z.len())
+    }
+
+    /// Points inside `b` (sensor frame, boundary included).
+    fn count(&self, b: &Box3) -> usize {
+        if self.x.is_empty() {
             return 0;
         }
         // Every point of the box lies within its half-diagonal of the centre.
@@ -109,87 +121,106 @@ impl FrameGrid {
         if !(ok_x && ok_y) {
             return 0;
         }
-        scratch.x.clear();
-        scratch.y.clear();
-        scratch.z.clear();
-        for cy in y0..=y1 {
-            let row = cy * self.dims[0];
-            let (from, to) = (self.starts[row + x0] as usize, self.starts[row + x1 + 1] as usize);
-            for &k in &self.order[from..to] {
-                scratch.x.push(cloud.x()[k as usize]);
-                scratch.y.push(cloud.y()[k as usize]);
-                scratch.z.push(cloud.z()[k as usize]);
-            }
-        }
-        points_in_box_mask(&scratch.x, &scratch.y, &scratch.z, b, &mut scratch.mask);
-        scratch.mask.iter().filter(|&&inside| inside).count()
+        // A row's cells x0..=x1 are one contiguous run of points.
+        (y0..=y1)
+            .map(|cy| {
+                let row = cy * self.dims[0];
+                let (from, to) = (self.starts[row + x0] as usize, self.starts[row + x1 + 1] as usize);
+                count_points_in_box_xyz(&self.x[from..to], &self.y[from..to], &self.z[from..to], b)
+            })
+            .sum()
     }
 }
 
-/// Reused candidate buffers of a query.
-#[derive(Debug, Default)]
-struct Scratch {
-    x: Vec<f32>,
-    y: Vec<f32>,
-    z: Vec<f32>,
-    mask: Vec<bool>,
-}
+/// Bytes of gridded frames kept between queries, for all classes together. The refinement asks
+/// about the frames around each track's ends, track after track, so the queries jump about the
+/// sequence and a frame's grid is worth keeping: on a 200-frame simulated Waymo sequence
+/// (246 tracks) 8 cached frames per class cost 6.4 s of rebuilt grids, 64 cost 3.3 s, the whole
+/// sequence 0.8 s. 96 MiB hold about 60 sweeps of 130 k points (12 bytes a point).
+const CACHE_BYTES: usize = 32 << 20;
 
-/// Frames whose points and grid are kept between queries. The refinement asks about the frames
-/// around each track's ends, track after track, so the queries jump about the sequence: on a
-/// 200-frame simulated Waymo sequence (246 tracks) 8 cached frames cost 6.4 s of rebuilt grids,
-/// 64 cost 3.3 s, the whole sequence 0.8 s. 64 Waymo-size sweeps hold about 160 MB.
-const CACHED_FRAMES: usize = 64;
+/// A cached frame: index, grid (`None`: the frame has no points) and its bytes.
+type CachedFrame = (usize, Option<Arc<FrameGrid>>, usize);
 
-/// A frame's points with their grid.
-type GriddedFrame = (Arc<PointCloud>, FrameGrid);
-
-/// The evidence counts of one sequence; a frame's grid is built when first asked for and kept
-/// while it is among the last [`CACHED_FRAMES`] frames used.
+/// The evidence counts of one sequence; a frame's grid is built when first asked for and kept,
+/// least recently used first out, while the cache holds at most [`CACHE_BYTES`] (or the one
+/// frame just asked for, if larger). One `Evidence` serves every class of the sequence, from any
+/// thread.
 pub(crate) struct Evidence<'a> {
     /// The sequence's frames (poses).
     frames: &'a [TrackFrame],
     /// Where the points come from.
     points: &'a dyn SweepPoints,
-    /// Recently used frames: index, points (`None`: the frame has none) and grid.
-    cache: RefCell<VecDeque<(usize, Option<GriddedFrame>)>>,
-    /// Candidate buffers reused across queries.
-    scratch: RefCell<Scratch>,
+    /// Recently used frames, most recent last.
+    cache: Mutex<VecDeque<CachedFrame>>,
+    /// Bytes the cache may hold.
+    budget: usize,
 }
 
 impl<'a> Evidence<'a> {
     /// Counts on the points `points` gives for `frames`.
     pub(crate) fn new(frames: &'a [TrackFrame], points: &'a dyn SweepPoints) -> Self {
+        Self::with_budget(frames, points, CACHE_BYTES)
+    }
+
+    /// As `new`, with a cache of at most `budget` bytes.
+    fn with_budget(frames: &'a [TrackFrame], points: &'a dyn SweepPoints, budget: usize) -> Self {
         Self {
             frames,
             points,
-            cache: RefCell::new(VecDeque::with_capacity(CACHED_FRAMES)),
-            scratch: RefCell::new(Scratch::default()),
+            cache: Mutex::new(VecDeque::new()),
+            budget,
         }
+    }
+
+    /// Bytes of the cached grids.
+    #[cfg(test)]
+    fn cached_bytes(&self) -> usize {
+        self.cache
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .map(|e| e.2)
+            .sum()
+    }
+
+    /// Frame `frame`'s grid from the cache, or built (outside the lock) and cached.
+    fn grid(&self, frame: usize) -> Option<Arc<FrameGrid>> {
+        {
+            let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(p) = cache.iter().position(|e| e.0 == frame) {
+                let entry = cache.remove(p)?;
+                let grid = entry.1.clone();
+                cache.push_back(entry);
+                return grid;
+            }
+        }
+        let grid = self
+            .points
+            .points_in_sensor(frame)
+            .map(|cloud| Arc::new(FrameGrid::new(&cloud)));
+        let bytes = grid.as_ref().map_or(0, |g| g.bytes());
+        let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
+        // Another class may have built it meanwhile; keep one copy.
+        if !cache.iter().any(|e| e.0 == frame) {
+            let mut held: usize = cache.iter().map(|e| e.2).sum::<usize>() + bytes;
+            while held > self.budget {
+                match cache.pop_front() {
+                    Some(old) => held -= old.2,
+                    None => break,
+                }
+            }
+            cache.push_back((frame, grid.clone(), bytes));
+        }
+        grid
     }
 
     /// Points of frame `frame` inside `box_in_world`; `None` when the frame has no points.
     pub(crate) fn count(&self, frame: usize, box_in_world: &Box3) -> Option<usize> {
         let f = self.frames.get(frame)?;
-        let mut cache = self.cache.borrow_mut();
-        let position = match cache.iter().position(|(i, _)| *i == frame) {
-            Some(p) => p,
-            None => {
-                if cache.len() >= CACHED_FRAMES {
-                    cache.pop_front();
-                }
-                let entry = self.points.points_in_sensor(frame).map(|cloud| {
-                    let grid = FrameGrid::new(&cloud);
-                    (cloud, grid)
-                });
-                cache.push_back((frame, entry));
-                cache.len() - 1
-            }
-        };
-        let (cloud, grid) = cache[position].1.as_ref()?;
+        let grid = self.grid(frame)?;
         let in_sensor = box_in_world.transformed(&f.world_from_sensor.inverse());
-        let mut scratch = self.scratch.borrow_mut();
-        Some(grid.count(cloud, &in_sensor, &mut scratch))
+        Some(grid.count(&in_sensor))
     }
 }
 
@@ -244,5 +275,70 @@ mod tests {
             Evidence::new(&frames, &crate::track::NoPoints).count(0, &Box3::new(0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 0.0)),
             None
         );
+    }
+
+    /// With room for two of five frames, queries jumping between frames (from two threads at
+    /// once) still count exactly, frames are rebuilt after eviction, and the cache stays within
+    /// its budget; a frame without points counts `None`.
+    #[test]
+    fn a_cache_smaller_than_the_sequence_still_counts_exactly() {
+        let clouds: Vec<PointCloud> = (0..5)
+            .map(|f| {
+                let n = 2_000 + 500 * f;
+                let v = |k: usize, m: usize| ((k * m + f * 7) % 997) as f32 / 997.0;
+                PointCloud::from_columns(
+                    (0..n).map(|k| v(k, 31) * 40.0 - 20.0).collect(),
+                    (0..n).map(|k| v(k, 17) * 40.0 - 20.0).collect(),
+                    (0..n).map(|k| v(k, 7) * 3.0).collect(),
+                    vec![0.0; n],
+                )
+                .unwrap()
+            })
+            .collect();
+        let mut points: Vec<Option<Arc<PointCloud>>> = clouds.iter().cloned().map(Arc::new).map(Some).collect();
+        points.push(None);
+        let frames: Vec<TrackFrame> = (0..points.len())
+            .map(|f| TrackFrame {
+                timestamp_micros: f as i64 * 100_000,
+                world_from_sensor: Isometry3::translation(f as f64, -2.0 * f as f64, 0.1),
+                boxes: Vec::new(),
+            })
+            .collect();
+        let two_frames = 2 * FrameGrid::new(&clouds[4]).bytes();
+        let evidence = Evidence::with_budget(&frames, &points, two_frames);
+        let boxes: Vec<Box3> = (0..12)
+            .map(|k| {
+                Box3::new(
+                    -8.0 + 1.5 * k as f64,
+                    5.0 - k as f64,
+                    1.0,
+                    4.5,
+                    2.0,
+                    1.6,
+                    0.3 * k as f64,
+                )
+            })
+            .collect();
+        std::thread::scope(|scope| {
+            for thread in 0..2 {
+                let (evidence, frames, clouds, boxes) = (&evidence, &frames, &clouds, &boxes);
+                scope.spawn(move || {
+                    for round in 0..3 {
+                        for f in [0, 3, 1, 4, 2, 0, 4].map(|f| (f + thread + round) % 5) {
+                            for b in boxes {
+                                let in_sensor = b.transformed(&frames[f].world_from_sensor.inverse());
+                                assert_eq!(evidence.count(f, b), Some(count_points_in_box(&clouds[f], &in_sensor)));
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        assert!(
+            evidence.cached_bytes() <= two_frames,
+            "{} > {two_frames}",
+            evidence.cached_bytes()
+        );
+        assert_eq!(evidence.count(5, &boxes[0]), None);
     }
 }

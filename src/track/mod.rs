@@ -27,6 +27,7 @@ pub use kalman::{CvFilter, FilterStep, flip_near, rts_smooth, unwrap_near};
 pub use output::{BoxOrigin, Consolidation, MotionState, TrackSummary, TrackedBox};
 
 use crate::frame::ObjectClass;
+use evidence::Evidence;
 use input::{PreparedSequence, class_index, prepare};
 use refinement::{PlannedBox, refine_class};
 use tracker::run_pass;
@@ -67,6 +68,7 @@ pub fn consolidate(
 ) -> Result<Consolidation, TrackError> {
     config.validate()?;
     let sequence = prepare(frames)?;
+    let evidence = Evidence::new(frames, points);
     // Classes are tracked independently, so they run in parallel; collecting in class order keeps
     // the output identical to a sequential run.
     let per_class: Vec<Vec<ClassTrack>> = ObjectClass::ALL
@@ -82,7 +84,7 @@ pub fn consolidate(
                     let n = frames.len();
                     let forward = run_pass(&sequence, ci, c, config.two_stage, 0..n, |_, _| {});
                     let backward = run_pass(&sequence, ci, c, config.two_stage, (0..n).rev(), |_, _| {});
-                    refine_class(&forward, &backward, frames, points, &sequence, ci, c)
+                    refine_class(&forward, &backward, &evidence, &sequence, ci, c)
                         .into_iter()
                         .map(|plan| ClassTrack {
                             class,

@@ -12,7 +12,7 @@ use std::f64::consts::{FRAC_PI_2, PI};
 use super::association::{Candidate, assign};
 use super::config::{ClassTrackConfig, StaticTest};
 use super::evidence::Evidence;
-use super::input::{PreparedSequence, SweepPoints, TrackFrame, WorldDetection};
+use super::input::{PreparedSequence, WorldDetection};
 use super::kalman::{CvFilter, FilterStep, flip_near, rts_smooth};
 use super::output::{BoxOrigin, MotionState};
 use super::tracker::{Tracklet, affinity_margin};
@@ -1060,28 +1060,26 @@ pub(crate) fn reassign_detections_to_static(
 pub(crate) fn refine_class(
     forward: &[Tracklet],
     backward: &[Tracklet],
-    frames: &[TrackFrame],
-    points: &dyn SweepPoints,
+    evidence: &Evidence,
     sequence: &PreparedSequence,
     class_index: usize,
     c: &ClassTrackConfig,
 ) -> Vec<TrackPlan> {
     let counts: Vec<usize> = sequence.detections.iter().map(|d| d[class_index].len()).collect();
-    let evidence = Evidence::new(frames, points);
     let groups = stitch_groups(merge_passes(forward, backward, &counts), sequence, class_index, c);
     let plans: Vec<TrackPlan> = groups
         .iter()
-        .filter_map(|g| refine_group(g, &evidence, sequence, class_index, c))
+        .filter_map(|g| refine_group(g, evidence, sequence, class_index, c))
         .collect();
-    let plans = absorb_into_static(plans, &evidence, sequence, class_index, c);
-    let mut plans = reassign_detections_to_static(plans, &evidence, sequence, class_index, c);
-    let mut occupied: Vec<Vec<Box3>> = vec![Vec::new(); frames.len()];
+    let plans = absorb_into_static(plans, evidence, sequence, class_index, c);
+    let mut plans = reassign_detections_to_static(plans, evidence, sequence, class_index, c);
+    let mut occupied: Vec<Vec<Box3>> = vec![Vec::new(); sequence.times_micros.len()];
     for plan in &plans {
         for b in &plan.boxes {
             occupied[b.frame].push(b.box_in_world);
         }
     }
-    extend_plans(&mut plans, &evidence, &sequence.times_micros, &mut occupied, c);
+    extend_plans(&mut plans, evidence, &sequence.times_micros, &mut occupied, c);
     plans
 }
 
