@@ -11,6 +11,11 @@
 //!  [--frames 200] [--stride 10] [--platforms vehicle,drone,quadruped] [--json out.json]
 //!  [--fit-noise-profile profile.toml]`
 //!
+//! `--frame normalized` feeds the detector each sweep in its platform profile's normalized frame
+//! (`detector.input_frame = "normalized"`; built from the simulator's true gravity and sensor
+//! height, `support/sim_frame.rs`) and brings its boxes back to the sensor frame, as the pipeline
+//! does; headings are compared in the frame the detector saw.
+//!
 //! Ground truth: every labelled object with at least one LiDAR return whose BEV centre lies inside
 //! the detector's `point_cloud_range` (the rest cannot be detected by construction). Sweeps are
 //! the source readers' clouds (`support/sim_cloud.rs`): Waymo TOP for the vehicle, OS1 for the
@@ -19,6 +24,8 @@
 
 #[path = "support/sim_cloud.rs"]
 mod sim_cloud;
+#[path = "support/sim_frame.rs"]
+mod sim_frame;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -55,7 +62,13 @@ struct Args {
     /// every platform (`DetectorNoiseProfile::fit`) and write the profile here as TOML.
     #[arg(long)]
     fit_noise_profile: Option<PathBuf>,
+    /// Frame of the detector's input: the sensor frame, or the platform profile's normalized frame.
+    #[arg(long, default_value = "sensor", value_parser = ["sensor", "normalized"])]
+    frame: String,
 }
+
+/// A found near vehicle's heading counts as correct within this of the truth (degrees).
+const HEADING_TOLERANCE_DEG: f64 = 30.0;
 
 /// Near, well-seen vehicles: what `tests/detect_bundled.rs` requires a detector to find.
 const NEAR_MIN_POINTS: u32 = 30;
@@ -98,6 +111,10 @@ struct Near {
     /// Each found one's signed BEV centre offset (detection − truth) along the sensor → object
     /// ray and along the true heading (m).
     centre_offsets_m: Vec<[f64; 2]>,
+    /// Of the found ones, those whose heading is within `HEADING_TOLERANCE_DEG` of the truth,
+    /// and those off by more than 180° − that (flipped).
+    heading_correct: usize,
+    heading_flipped: usize,
     /// Confident vehicle detections closer than `NEAR_MAX_RANGE_M`.
     detections: usize,
     /// Of them, those within `NEAR_MATCH_M` of a GT vehicle (any point count).
@@ -128,6 +145,10 @@ fn measure(detector: &Detector, platform: Platform, args: &Args) -> anyhow::Resu
         times: Times::default(),
         near: Near::default(),
     };
+    let profile = match args.frame.as_str() {
+        "normalized" => Some(boxlayer::normalize::Profile::load(sim_frame::default_profile(platform)?)?.profile),
+        _ => None,
+    };
     for &seed in &args.seeds {
         anyhow::ensure!(seed >= 5000, "seed {seed}: seeds below 5000 may be training seeds");
         let sim = Simulator::new(config.clone(), platform, seed)?;
@@ -135,7 +156,17 @@ fn measure(detector: &Detector, platform: Platform, args: &Args) -> anyhow::Resu
         for index in (0..sim.len()).step_by(args.stride.max(1)) {
             let sweep = sim.sweep(index)?;
             let cloud = sim_cloud::sim_cloud(&sim, &sweep)?;
-            let (detections, timings) = detector.detect_timed(&cloud)?;
+            let to_frame = match &profile {
+                Some(p) => sim_frame::true_normalization(&sweep, p)?,
+                None => nalgebra::Isometry3::identity(),
+            };
+            let (mut detections, timings) = detector.detect_timed(&sim_frame::transformed(&cloud, &to_frame)?)?;
+            // Headings in the detector's frame; boxes back in the sensor frame.
+            let headings: Vec<f64> = detections.iter().map(|d| d.box3.yaw).collect();
+            let from_frame = to_frame.inverse();
+            for d in &mut detections {
+                d.box3 = d.box3.transformed(&from_frame);
+            }
             // The first call pays for ONNX Runtime's lazy set-up; it is not timed.
             if out.sweeps > 0 {
                 out.times.0.push(timings);
@@ -143,9 +174,10 @@ fn measure(detector: &Detector, platform: Platform, args: &Args) -> anyhow::Resu
             out.sweeps += 1;
             let confident: Vec<_> = detections
                 .iter()
-                .filter(|d| d.class == ObjectClass::Vehicle && d.score >= NEAR_MIN_SCORE)
+                .zip(&headings)
+                .filter(|(d, _)| d.class == ObjectClass::Vehicle && d.score >= NEAR_MIN_SCORE)
                 .collect();
-            for d in &confident {
+            for (d, _) in &confident {
                 if d.box3.x.hypot(d.box3.y) < NEAR_MAX_RANGE_M {
                     out.near.detections += 1;
                     let hit = sweep.objects.iter().any(|o| {
@@ -173,14 +205,18 @@ fn measure(detector: &Detector, platform: Platform, args: &Args) -> anyhow::Resu
                     out.near.total += 1;
                     let nearest = confident
                         .iter()
-                        .map(|d| {
+                        .map(|&(d, &heading)| {
                             let (dx, dy) = (d.box3.x - b.x, d.box3.y - b.y);
-                            (dx, dy, dx.hypot(dy))
+                            (dx, dy, dx.hypot(dy), heading)
                         })
                         .min_by(|p, q| p.2.total_cmp(&q.2));
-                    if let Some((dx, dy, distance)) = nearest
+                    if let Some((dx, dy, distance, heading)) = nearest
                         && distance < NEAR_MATCH_M
                     {
+                        let truth = o.box_in_sensor.transformed(&to_frame).yaw;
+                        let off = boxlayer::geometry::wrap_angle(heading - truth).abs().to_degrees();
+                        out.near.heading_correct += usize::from(off <= HEADING_TOLERANCE_DEG);
+                        out.near.heading_flipped += usize::from(off >= 180.0 - HEADING_TOLERANCE_DEG);
                         out.near.found += 1;
                         out.near.centre_error_sum_m += distance;
                         out.near.centre_errors_m.push(distance);
@@ -230,9 +266,9 @@ fn main() -> anyhow::Result<()> {
     }
 
     println!(
-        "| platform | sweeps | GT boxes (veh/ped/cyc) | vehicle AP@0.7 | vehicle AP@0.5 | pedestrian AP@0.5 | pedestrian AP@0.25 | cyclist AP@0.5 | cyclist AP@0.25 | near-vehicle recall | near-vehicle centre error | near-vehicle precision |"
+        "| platform | sweeps | GT boxes (veh/ped/cyc) | vehicle AP@0.7 | vehicle AP@0.5 | pedestrian AP@0.5 | pedestrian AP@0.25 | cyclist AP@0.5 | cyclist AP@0.25 | near-vehicle recall | near-vehicle centre error | near-vehicle precision | heading within 30° (flipped) |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     let mut json_platforms = Vec::new();
     for r in &results {
         let eval = evaluate_detection(&r.gt, &r.pred, &detection_config(), ThresholdRule::Strict);
@@ -245,8 +281,11 @@ fn main() -> anyhow::Result<()> {
         let recall = (r.near.total > 0).then(|| r.near.found as f64 / r.near.total as f64);
         let centre = (r.near.found > 0).then(|| r.near.centre_error_sum_m / r.near.found as f64);
         let precision = (r.near.detections > 0).then(|| r.near.true_detections as f64 / r.near.detections as f64);
+        let share = |n: usize| (r.near.found > 0).then(|| n as f64 / r.near.found as f64);
+        let (heading, flipped) = (share(r.near.heading_correct), share(r.near.heading_flipped));
+        let pct = |v: Option<f64>| v.map_or_else(|| "–".to_string(), |v| format!("{:.1} %", 100.0 * v));
         println!(
-            "| {} | {} | {}/{}/{} | {} | {} | {} | {} | {} | {} | {} ({}/{}) | {} | {} ({}/{}) |",
+            "| {} | {} | {}/{}/{} | {} | {} | {} | {} | {} | {} | {} ({}/{}) | {} | {} ({}/{}) | {} ({}) |",
             r.platform,
             r.sweeps,
             count(ObjectClass::Vehicle),
@@ -265,6 +304,8 @@ fn main() -> anyhow::Result<()> {
             precision.map_or_else(|| "–".to_string(), |v| format!("{:.3}", v)),
             r.near.true_detections,
             r.near.detections,
+            pct(heading),
+            pct(flipped),
         );
         json_platforms.push(json!({
             "platform": r.platform.to_string(),
@@ -277,6 +318,7 @@ fn main() -> anyhow::Result<()> {
             "near_vehicles": {
                 "total": r.near.total, "found": r.near.found, "recall": recall, "mean_centre_error_m": centre,
                 "detections": r.near.detections, "true_detections": r.near.true_detections, "precision": precision,
+                "heading_correct": heading, "heading_flipped": flipped,
             },
         }));
     }

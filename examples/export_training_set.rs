@@ -1,19 +1,30 @@
-//! Exports simulated sweeps as a detector training set: per sweep the points exactly as a
-//! detector receives them at inference (the source reader's cloud: sensor frame, x forward,
-//! y left, z up; Waymo TOP raw intensity for the vehicle, OS1 REFLECTIVITY for drone/quadruped)
-//! as little-endian f32 `x, y, z, intensity` in `<out>/<platform>_<seed>_<sweep>.bin`, and one
-//! JSON line per sweep in `<out>/labels.jsonl`:
-//! `{"file", "platform", "seed", "sweep", "objects": [{"box": [x, y, z, l, w, h, yaw, pitch, roll],
-//! "class", "num_points", "track_id"}]}` (DESIGN.md's 9-value sensor-frame boxes).
+//! Exports simulated sweeps as a detector training set: per sweep the points a detector receives
+//! at inference, as little-endian f32 `x, y, z, intensity, ring` (`ring`: the beam, 0 = highest,
+//! for beam-dropout augmentation) in `<out>/<platform>_<seed>_<sweep>.bin`, and one JSON line
+//! per sweep in `<out>/labels.jsonl`:
+//! `{"file", "platform", "seed", "sweep", "frame", "objects": [{"box": [x, y, z, l, w, h, yaw,
+//! pitch, roll], "class", "num_points", "track_id"}]}` (DESIGN.md's 9-value boxes);
+//! `<out>/meta.json` names the point fields, the frame and the options.
+//!
+//! `--frame sensor` (the default) keeps the source reader's cloud: sensor frame, x forward,
+//! y left, z up (Waymo: the vehicle frame, origin on the ground). `--frame normalized` gives the
+//! platform profile's normalized frame (`detector.input_frame = "normalized"`), built from the
+//! simulator's true gravity and sensor height with the profile's altitude rule, so points and
+//! boxes are what a detector sees in the pipeline up to the estimator's error (~0.5°).
+//! `--vary` draws per sequence (from its seed) other sensor heights, drone pitch, range noise and
+//! dropout, and denser pedestrian and cyclist traffic, so a model does not learn one mount.
 //!
 //! `cargo run --release --example export_training_set -- --out /work/trainset --seeds 1000..1060 --stride 10`
 //!
-//! The bundled detectors are trained on vehicle seeds 1000–1059 (`--seeds` is a half-open
-//! range); seeds from 5000 up are held out for evaluation (`examples/detector_quality.rs`,
-//! `tests/detect_bundled.rs`) and must never be exported for training.
+//! The bundled first-generation detectors are trained on vehicle seeds 1000–1059 (`--seeds` is a
+//! half-open range); seeds from 5000 up are held out for evaluation
+//! (`examples/detector_quality.rs`, `tests/detect_bundled.rs`) and must never be exported for
+//! training.
 
 #[path = "support/sim_cloud.rs"]
 mod sim_cloud;
+#[path = "support/sim_frame.rs"]
+mod sim_frame;
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -22,8 +33,11 @@ use std::time::Instant;
 
 use anyhow::Context;
 use boxlayer::Platform;
-use boxlayer::sim::{SimConfig, Simulator};
-use clap::Parser;
+use boxlayer::normalize::Profile;
+use boxlayer::sim::{LidarSweep, OUSTER_COLUMNS, SimConfig, SimSweep, Simulator, TOP_COLUMNS};
+use clap::{Parser, ValueEnum};
+use nalgebra::Isometry3;
+use rand::{RngExt, SeedableRng};
 use serde_json::json;
 
 /// First seed reserved for held-out evaluation.
@@ -46,6 +60,67 @@ struct Args {
     /// Every k-th sweep is exported (sweeps 0, k, 2k, …).
     #[arg(long, default_value_t = 10)]
     stride: usize,
+    /// Frame of the points and boxes.
+    #[arg(long, value_enum, default_value_t = Frame::Sensor)]
+    frame: Frame,
+    /// Platform profile of `--frame normalized` (default: the platform's shipped one).
+    #[arg(long)]
+    profile: Option<String>,
+    /// Draw sensor mount, noise and traffic per sequence from its seed.
+    #[arg(long)]
+    vary: bool,
+}
+
+/// The frame the set is written in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Frame {
+    /// The source reader's frame.
+    Sensor,
+    /// The platform profile's normalized frame.
+    Normalized,
+}
+
+/// The simulator configuration of one sequence: the defaults, or with `vary` a mount, noise and
+/// traffic drawn from the seed (uniform ranges; the held-out sequences keep the defaults).
+fn sequence_config(frames: usize, seed: u64, vary: bool) -> SimConfig {
+    let mut c = SimConfig {
+        frames,
+        ..SimConfig::default()
+    };
+    if vary {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x5EED_7A21_u64);
+        c.vehicle.lidar_height_m = rng.random_range(1.5..2.6);
+        c.drone.sensor_pitch_down_deg = rng.random_range(25.0..55.0);
+        c.quadruped.sensor_height_m = rng.random_range(0.35..1.0);
+        c.lidar.range_noise_m = rng.random_range(0.01..0.05);
+        c.lidar.dropout = rng.random_range(0.0..0.15);
+        c.lidar.beam_offset_deg = rng.random_range(0.0..0.1);
+        c.scene.vehicles_per_km *= rng.random_range(0.8..1.6);
+        c.scene.pedestrians_per_km *= rng.random_range(1.5..3.5);
+        c.scene.cyclists_per_km *= rng.random_range(1.5..3.5);
+        c.scene.parking_occupancy = rng.random_range(0.2..0.8);
+    }
+    c
+}
+
+/// The beam (0 = highest) of each return, in `sim_cloud`'s order.
+fn rings(sweep: &SimSweep) -> Vec<f32> {
+    match &sweep.lidar {
+        LidarSweep::Top(image) => image
+            .range_m
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| **r > 0.0)
+            .map(|(k, _)| (k / TOP_COLUMNS) as f32)
+            .collect(),
+        LidarSweep::Ouster(scan) => scan
+            .range_mm
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| **r != 0)
+            .map(|(k, _)| (k / OUSTER_COLUMNS) as f32)
+            .collect(),
+    }
 }
 
 fn parse_range(text: &str) -> anyhow::Result<std::ops::Range<u64>> {
@@ -67,21 +142,56 @@ fn main() -> anyhow::Result<()> {
     std::fs::create_dir_all(&args.out).with_context(|| format!("{}", args.out.display()))?;
     let labels_path = args.out.join("labels.jsonl");
     let mut labels = BufWriter::new(File::create(&labels_path).with_context(|| format!("{}", labels_path.display()))?);
-    let config = SimConfig {
-        frames: args.frames,
-        ..SimConfig::default()
+    let profile = match args.frame {
+        Frame::Sensor => None,
+        Frame::Normalized => {
+            let name = match args.profile.as_deref() {
+                Some(name) => name,
+                None => sim_frame::default_profile(args.platform)?,
+            };
+            Some(
+                Profile::load(name)
+                    .with_context(|| format!("--profile {name}"))?
+                    .profile,
+            )
+        }
     };
+    std::fs::write(
+        args.out.join("meta.json"),
+        serde_json::to_string_pretty(&json!({
+            "point_fields": ["x", "y", "z", "intensity", "ring"],
+            "platform": args.platform.to_string(),
+            "frame": format!("{:?}", args.frame).to_lowercase(),
+            "profile": profile.as_ref().map(|p| p.name.clone()),
+            "seeds": args.seeds,
+            "frames": args.frames,
+            "stride": args.stride,
+            "vary": args.vary,
+        }))?,
+    )?;
     let start = Instant::now();
     let (mut sweeps, mut points, mut boxes) = (0usize, 0usize, 0usize);
     for seed in seeds {
-        let sim = Simulator::new(config.clone(), args.platform, seed)?;
+        let sim = Simulator::new(sequence_config(args.frames, seed, args.vary), args.platform, seed)?;
         for index in (0..sim.len()).step_by(args.stride) {
             let sweep = sim.sweep(index)?;
             let cloud = sim_cloud::sim_cloud(&sim, &sweep)?;
+            let ring = rings(&sweep);
+            anyhow::ensure!(
+                ring.len() == cloud.len(),
+                "sweep {index}: rings do not match the points"
+            );
+            let to_frame = match &profile {
+                Some(p) => {
+                    sim_frame::true_normalization(&sweep, p).with_context(|| format!("seed {seed} sweep {index}"))?
+                }
+                None => Isometry3::identity(),
+            };
             let name = format!("{}_{seed}_{index:03}.bin", args.platform);
-            let mut bytes = Vec::with_capacity(cloud.len() * 16);
-            for i in 0..cloud.len() {
-                for v in [cloud.x()[i], cloud.y()[i], cloud.z()[i], cloud.intensity()[i]] {
+            let cloud = sim_frame::transformed(&cloud, &to_frame)?;
+            let mut bytes = Vec::with_capacity(cloud.len() * 20);
+            for (i, &r) in ring.iter().enumerate() {
+                for v in [cloud.x()[i], cloud.y()[i], cloud.z()[i], cloud.intensity()[i], r] {
                     bytes.extend_from_slice(&v.to_le_bytes());
                 }
             }
@@ -91,7 +201,7 @@ fn main() -> anyhow::Result<()> {
                 .objects
                 .iter()
                 .map(|o| {
-                    let b = o.box_in_sensor;
+                    let b = o.box_in_sensor.transformed(&to_frame);
                     json!({
                         "box": [b.x, b.y, b.z, b.l, b.w, b.h, b.yaw, b.pitch, b.roll],
                         "class": o.class.as_str(),
@@ -108,6 +218,7 @@ fn main() -> anyhow::Result<()> {
                 "platform": args.platform.to_string(),
                 "seed": seed,
                 "sweep": index,
+                "frame": format!("{:?}", args.frame).to_lowercase(),
                 "objects": objects,
             });
             writeln!(labels, "{line}")?;

@@ -12,11 +12,19 @@ I/O conventions of the public exports so that real models drop in the same way:
                  0, π/2), axis-aligned BEV-IoU assignment, sigmoid focal + smooth-L1 (sin-difference
                  yaw) + direction cross-entropy, as OpenPCDet trains it.
 
-    python3 tools/train_detector.py --data /work/trainset --out detectors/NAME --seed 7 --steps 900
+    python3 tools/train/train.py --config tools/train/configs/NAME.toml
+    python3 tools/train/train.py --data /work/trainset --out detectors/NAME --seed 7 --steps 900
 
-(the model cards in detectors/*/README.md give each bundled detector's exact command). The training
-set comes from `cargo run --release --example export_training_set` (little-endian f32 x, y, z,
-intensity per point in the sensor frame + labels.jsonl with 9-value boxes). Nothing here runs at
+One tool for every bundled detector: `--config` reads a TOML file of these options (keys as the
+long options with `_` for `-`; the command line overrides it), one per detector in
+tools/train/configs/ (the model cards in detectors/*/README.md give each detector's exact
+command). The training sets come from `cargo run --release --example export_training_set`
+(little-endian f32 x, y, z, intensity[, ring] per point, the fields named by the folder's
+meta.json, + labels.jsonl with 9-value boxes); `--data` takes several folders (one per platform).
+
+--checkpoint FILE saves the model, optimiser, schedule, step and every random state each
+--checkpoint-every steps and resumes from it when it exists, so a run killed at any point and
+started again with the same command ends with the weights of an uninterrupted run. Nothing here runs at
 inference: boxlayer pillarises in Rust; `pillarize` below reproduces its rule (first come first
 kept, OpenPCDet cell centres, f32 sums for the mean) for `--feature-order centerpoint` (x, y, z,
 tanh(i), Δt=0, cluster offsets, x/y centre offsets) and `openpcdet` (x, y, z, tanh(i), cluster
@@ -29,8 +37,16 @@ of the pillar grid (the 1/4 branch upsampled and concatenated), and the head at 
 (out_size_factor / feature_stride 2). The network is fully convolutional: each step trains on
 random crop × crop pillar windows (--crops-per-sweep per sweep, --sweeps-per-step sweeps) and the
 export runs on the whole grid. Augmentation: random flip about x, rotation about z (±π/4),
-scaling (0.95–1.05). Classes: vehicle, pedestrian, cyclist; objects with at least --min-points
+scaling (0.95–1.05); optionally (for sensors the simulator does not model exactly) beam dropout
+(every other ring: a 32-beam sensor from a 64-beam one), point dropout, intensity scaled by
+10^U(a, b) (Waymo's 0–1 intensity and Ouster's 0–100 reflectivity both), a small tilt (the
+normalization's residual) and a z shift (other mounting heights). Classes: vehicle, pedestrian, cyclist; objects with at least --min-points
 returns get targets.
+
+Headings (center head): `--rot sincos` learns (sin θ, cos θ) as CenterPoint does; `double_angle`
+learns (sin 2θ, cos 2θ), the heading modulo π; `double_angle_dir` adds a direction classifier (two
+logits: the half angle θ₀ ∈ (−π/2, π/2] or θ₀ + π, as PointPillars' and SECOND's direction bins)
+and head.onnx applies it, so `rot` carries the full heading.
 
 Everything random is seeded by --seed (numpy + torch) and the step count is fixed (one-cycle
 learning rate), so one command reproduces the weights up to floating-point differences between
@@ -49,13 +65,14 @@ import math
 import pathlib
 import sys
 import time
+import tomllib
 
 import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 import onnx  # noqa: E402
 from head_to_nhwc import to_nhwc  # noqa: E402
 
@@ -177,9 +194,10 @@ def conv(cin, cout, stride=1):
 class Head(nn.Module):
     """Backbone + neck + CenterPoint head on the BEV canvas (fully convolutional)."""
 
-    def __init__(self, c, double_angle=False):
+    def __init__(self, c, double_angle=False, direction=False):
         super().__init__()
         self.double_angle = double_angle
+        self.direction = direction
         self.exporting = False
         self.block1 = conv(c, c, 2)
         self.block2 = nn.Sequential(conv(c, 2 * c, 2), conv(2 * c, 2 * c))
@@ -187,7 +205,7 @@ class Head(nn.Module):
             nn.ConvTranspose2d(2 * c, c, 2, 2, bias=False), nn.BatchNorm2d(c, eps=1e-3, momentum=0.01), nn.ReLU()
         )
         self.hm = nn.Sequential(conv(2 * c, c // 2), nn.Conv2d(c // 2, len(CLASSES), 1))
-        self.box = nn.Sequential(conv(2 * c, c // 2), nn.Conv2d(c // 2, 8, 1))
+        self.box = nn.Sequential(conv(2 * c, c // 2), nn.Conv2d(c // 2, 10 if direction else 8, 1))
         self.hm[-1].bias.data.fill_(-2.19)
 
     def forward(self, canvas):
@@ -195,8 +213,15 @@ class Head(nn.Module):
         x = torch.cat([x1, self.up2(self.block2(x1))], 1)
         box = self.box(x)
         rot = box[:, 6:8]
-        if self.double_angle and self.exporting:
-            rot = half_angle(rot)
+        if self.exporting:
+            if self.double_angle:
+                rot = half_angle(rot)
+            if self.direction:
+                # The second direction logit says the heading is θ₀ + π: turn (sin, cos) round.
+                rot = torch.where(box[:, 9:10] > box[:, 8:9], -rot, rot)
+            return self.hm(x), box[:, 0:2], box[:, 2:3], box[:, 3:6], rot
+        if self.direction:
+            return self.hm(x), box[:, 0:2], box[:, 2:3], box[:, 3:6], rot, box[:, 8:10]
         return self.hm(x), box[:, 0:2], box[:, 2:3], box[:, 3:6], rot
 
 
@@ -382,13 +407,18 @@ def draw_gaussian(heat, cx, cy, radius):
                out=heat[cy - t : cy + b, cx - l : cx + r])
 
 
+def direction_bin(yaw):
+    """1 when the heading is the half angle θ₀ ∈ (−π/2, π/2] plus π, else 0."""
+    return 1.0 if math.cos(yaw) < 0 else 0.0
+
+
 def targets(boxes, labels, g, max_objs=256, double_angle=False):
-    """Heatmap [K, H, W] and per-object (index, reg/height/dim/rot target) as CenterPoint builds them;
-    with `double_angle` the rot target is (sin 2θ, cos 2θ)."""
+    """Heatmap [K, H, W] and per-object (index, reg/height/dim/rot target, direction bin) as
+    CenterPoint builds them; with `double_angle` the rot target is (sin 2θ, cos 2θ)."""
     heat = np.zeros((len(CLASSES), g.h, g.w), np.float32)
     ind = np.zeros(max_objs, np.int64)
     mask = np.zeros(max_objs, np.float32)
-    tgt = np.zeros((max_objs, 8), np.float32)
+    tgt = np.zeros((max_objs, 9), np.float32)
     cell = g.pillar[0] * g.stride
     k = 0
     for b, c in zip(boxes, labels):
@@ -404,9 +434,43 @@ def targets(boxes, labels, g, max_objs=256, double_angle=False):
             ind[k] = iy * g.w + ix
             mask[k] = 1
             angle = 2 * yaw if double_angle else yaw
-            tgt[k] = [fx - ix, fy - iy, z, math.log(l), math.log(w), math.log(h), math.sin(angle), math.cos(angle)]
+            tgt[k] = [
+                fx - ix, fy - iy, z, math.log(l), math.log(w), math.log(h), math.sin(angle), math.cos(angle),
+                direction_bin(yaw),
+            ]
             k += 1
     return heat, ind, mask, tgt
+
+
+def sensor_augment(points, boxes, rng, args):
+    """What other sensors and mounts change (see the module doc): beam and point dropout,
+    intensity scale, a small tilt about x and y, a z shift. Points carry a ring column when
+    `points.shape[1] == 5`."""
+    if getattr(args, "beam_dropout", 0) and points.shape[1] == 5 and rng.random() < args.beam_dropout:
+        points = points[points[:, 4].astype(np.int64) % 2 == int(rng.integers(0, 2))]
+    if getattr(args, "point_dropout", 0):
+        points = points[rng.random(len(points)) >= rng.uniform(0, args.point_dropout)]
+    lo, hi = getattr(args, "intensity_log10", None) or (0.0, 0.0)
+    if hi > lo:
+        points = points.copy()
+        points[:, 3] *= 10 ** rng.uniform(lo, hi)
+    tilt = math.radians(getattr(args, "tilt_deg", 0) or 0)
+    if tilt > 0:
+        ax, ay = rng.uniform(-tilt, tilt, 2)
+        cx, sx, cy, sy = math.cos(ax), math.sin(ax), math.cos(ay), math.sin(ay)
+        r = np.array([[cy, 0, sy], [0, 1, 0], [-sy, 0, cy]]) @ np.array([[1, 0, 0], [0, cx, -sx], [0, sx, cx]])
+        points = points.copy()
+        points[:, :3] = points[:, :3] @ r.T.astype(np.float32)
+        boxes = boxes.copy()
+        boxes[:, :3] = boxes[:, :3] @ r.T
+    shift = getattr(args, "z_shift", 0) or 0
+    if shift > 0:
+        dz = rng.uniform(-shift, shift)
+        points = points.copy()
+        points[:, 2] += dz
+        boxes = boxes.copy()
+        boxes[:, 2] += dz
+    return points, boxes
 
 
 def augment(points, boxes, rng):
@@ -429,9 +493,17 @@ def augment(points, boxes, rng):
     return points, boxes
 
 
+def point_columns(data):
+    """Floats per point of a training folder: 4 (x, y, z, intensity) or as its meta.json says."""
+    meta = data / "meta.json"
+    return len(json.loads(meta.read_text())["point_fields"]) if meta.exists() else 4
+
+
 def load_set(data, min_points):
-    """Reads labels.jsonl: per sweep (file, boxes [n, 7], class indices) for objects with ≥ min_points returns."""
+    """Reads labels.jsonl: per sweep (file, boxes [n, 7], class indices, floats per point) for
+    objects with ≥ min_points returns."""
     items = []
+    columns = point_columns(data)
     for line in (data / "labels.jsonl").read_text().splitlines():
         rec = json.loads(line)
         boxes, labels = [], []
@@ -440,7 +512,9 @@ def load_set(data, min_points):
                 b = o["box"]
                 boxes.append([b[0], b[1], b[2], b[3], b[4], b[5], b[6]])
                 labels.append(CLASSES.index(o["class"]))
-        items.append((data / rec["file"], np.array(boxes, np.float64).reshape(-1, 7), np.array(labels, np.int64)))
+        items.append(
+            (data / rec["file"], np.array(boxes, np.float64).reshape(-1, 7), np.array(labels, np.int64), columns)
+        )
     return items
 
 
@@ -455,7 +529,7 @@ def focal_loss(pred, gt):
     return -(pos_loss.sum() + neg_loss.sum()) / torch.clamp(n, min=1)
 
 
-def make_batch(items, rng, g, crop, crops_per_sweep, anchors=None, double_angle=False):
+def make_batch(items, rng, g, crop, crops_per_sweep, anchors=None, double_angle=False, args=None):
     """Pillars, coordinates and targets of `crops_per_sweep` random crop × crop pillar windows of
     each (augmented) sweep. The network is fully convolutional, so it trains on windows and runs
     on the whole grid; windows start on multiples of 4 cells so the strides line up.
@@ -463,9 +537,11 @@ def make_batch(items, rng, g, crop, crops_per_sweep, anchors=None, double_angle=
     label, residual and direction per anchor."""
     pillars, coords, heats, inds, masks, tgts = [], [], [], [], [], []
     s = g.stride
-    for path, boxes, labels in items:
-        pts = np.fromfile(path, "<f4").reshape(-1, 4)
-        pts, boxes = augment(pts, boxes, rng)
+    for path, boxes, labels, columns in items:
+        pts = np.fromfile(path, "<f4").reshape(-1, columns)
+        if args is not None:
+            pts, boxes = sensor_augment(pts, boxes, rng, args)
+        pts, boxes = augment(pts[:, :4], boxes, rng)
         p, c = pillarize(pts, g)
         if anchors is None:
             heat, ind, mask, tgt = targets(boxes, labels, g, double_angle=double_angle)
@@ -518,17 +594,29 @@ def train_device(name):
     return torch.device(name)
 
 
+def save_checkpoint(path, step, enc, head, opt, sched, rng, order, pos, wall_s):
+    """Everything a resumed run needs to continue as if never stopped (written atomically)."""
+    tmp = path.with_suffix(".tmp")
+    torch.save({
+        "step": step, "enc": enc.state_dict(), "head": head.state_dict(), "opt": opt.state_dict(),
+        "sched": sched.state_dict(), "rng": rng.bit_generator.state, "torch_rng": torch.get_rng_state(),
+        "order": order, "pos": pos, "wall_s": wall_s,
+    }, tmp)
+    tmp.replace(path)
+
+
 def train(args):
     torch.manual_seed(args.seed)
     rng = np.random.default_rng(args.seed)
     torch.set_num_threads(args.threads)
     device = train_device(args.device)
     g = Grid(args)
-    items = load_set(pathlib.Path(args.data), args.min_points)
-    print(f"{len(items)} sweeps; grid {g.nx}x{g.ny}, maps {g.w}x{g.h}", flush=True)
+    items = [item for data in args.data for item in load_set(pathlib.Path(data), args.min_points)]
+    print(f"{len(items)} sweeps from {len(args.data)} folder(s); grid {g.nx}x{g.ny}, maps {g.w}x{g.h}", flush=True)
     enc = PillarEncoder(args.channels)
-    double_angle = args.rot == "double_angle"
-    head = Head(args.channels, double_angle) if args.head == "center" else AnchorHead(args.channels)
+    double_angle = args.rot in ("double_angle", "double_angle_dir")
+    direction = args.rot == "double_angle_dir"
+    head = Head(args.channels, double_angle, direction) if args.head == "center" else AnchorHead(args.channels)
     anchors = anchor_grid(g) if args.head == "anchor" else None
     enc.to(device)
     head.to(device)
@@ -537,10 +625,22 @@ def train(args):
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=args.lr, total_steps=args.steps, pct_start=0.3)
     order = rng.permutation(len(items))
     pos = 0
-    start = time.time()
+    first_step, elapsed = 0, 0.0
+    checkpoint = pathlib.Path(args.checkpoint) if args.checkpoint else None
+    if checkpoint is not None and checkpoint.exists():
+        state = torch.load(checkpoint, weights_only=False)
+        enc.load_state_dict(state["enc"])
+        head.load_state_dict(state["head"])
+        opt.load_state_dict(state["opt"])
+        sched.load_state_dict(state["sched"])
+        rng.bit_generator.state = state["rng"]
+        torch.set_rng_state(state["torch_rng"])
+        order, pos, first_step, elapsed = state["order"], state["pos"], state["step"], state["wall_s"]
+        print(f"resumed from {checkpoint} at step {first_step}", flush=True)
+    start = time.time() - elapsed
     enc.train()
     head.train()
-    for step in range(args.steps):
+    for step in range(first_step, args.steps):
         batch = []
         for _ in range(args.sweeps_per_step):
             if pos == len(order):
@@ -549,7 +649,7 @@ def train(args):
             pos += 1
         pillars, coords, heat, ind, mask, tgt = (
             t.to(device, non_blocking=True)
-            for t in make_batch(batch, rng, g, args.crop, args.crops_per_sweep, anchors, double_angle)
+            for t in make_batch(batch, rng, g, args.crop, args.crops_per_sweep, anchors, double_angle, args)
         )
         n = len(heat)
         canvas = scatter(enc(pillars), coords, n, args.crop, args.crop)
@@ -558,14 +658,20 @@ def train(args):
             loss = cls_loss + loc_loss + dir_loss
             parts, clip_norm = {"cls": cls_loss, "loc": loc_loss, "dir": dir_loss}, 10
         else:
-            hm, reg, height, dim, rot = head(canvas)
+            hm, reg, height, dim, rot, *dirs = head(canvas)
             hm_loss = focal_loss(hm, heat)
             box = torch.cat([reg, height, dim, rot], 1).flatten(2)  # [B, 8, H·W]
             pred = torch.gather(box, 2, ind[:, None, :].expand(-1, 8, -1)).permute(0, 2, 1)  # [B, n, 8]
             m = mask[..., None]
-            loc_loss = (torch.abs(pred - tgt) * m).sum() / torch.clamp(m.sum(), min=1)
+            loc_loss = (torch.abs(pred - tgt[..., :8]) * m).sum() / torch.clamp(m.sum(), min=1)
             loss = hm_loss + args.loc_weight * loc_loss
             parts, clip_norm = {"hm": hm_loss, "loc": loc_loss}, 35
+            if dirs:
+                logits = torch.gather(dirs[0].flatten(2), 2, ind[:, None, :].expand(-1, 2, -1)).permute(0, 2, 1)
+                ce = F.cross_entropy(logits.reshape(-1, 2), tgt[..., 8].reshape(-1).long(), reduction="none")
+                dir_loss = (ce * mask.reshape(-1)).sum() / torch.clamp(mask.sum(), min=1)
+                loss = loss + args.dir_weight * dir_loss
+                parts["dir"] = dir_loss
         opt.zero_grad()
         loss.backward()
         nn.utils.clip_grad_norm_(params, clip_norm)
@@ -578,6 +684,8 @@ def train(args):
                 f"lr {sched.get_last_lr()[0]:.5f} {time.time() - start:.0f} s",
                 flush=True,
             )
+        if checkpoint is not None and ((step + 1) % args.checkpoint_every == 0 or step + 1 == args.steps):
+            save_checkpoint(checkpoint, step + 1, enc, head, opt, sched, rng, order, pos, time.time() - start)
     return enc.cpu(), head.cpu(), g, time.time() - start, len(items)
 
 
@@ -638,7 +746,7 @@ dir_offset = {DIR_OFFSET}
 dir_limit_offset = 0.0
 
 {entries}"""
-    return f"""# Trained by tools/train_detector.py on simulated vehicle sweeps; see README.md.
+    return f"""# Trained by tools/train/train.py on simulated sweeps ({", ".join(args.data)}); see README.md.
 # {' '.join(args.command)}
 name = "{out.name}"
 family = "split_pillar"
@@ -715,22 +823,32 @@ def export(enc, head, g, args, wall_s, n_sweeps):
         "command": " ".join(args.command), "seed": args.seed, "steps": args.steps,
         "sweeps_per_step": args.sweeps_per_step, "crops_per_sweep": args.crops_per_sweep, "crop": args.crop,
         "threads": args.threads, "device": args.device, "training_sweeps": n_sweeps, "wall_s": round(wall_s), "torch": torch.__version__,
+        "options": {k: v for k, v in sorted(vars(args).items()) if k != "command"},
     }, indent=1) + "\n")
     print(f"wrote {out}/encoder.onnx, head.onnx, detector.toml, training.json ({wall_s:.0f} s training)")
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", required=True, help="folder written by examples/export_training_set.rs")
-    ap.add_argument("--out", required=True, help="detector folder to write (detectors/NAME)")
+    ap.add_argument("--config", help="TOML file of these options (the command line overrides it)")
+    ap.add_argument("--data", nargs="+", help="folders written by examples/export_training_set.rs")
+    ap.add_argument("--out", help="detector folder to write (detectors/NAME)")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--head", choices=["center", "anchor"], default="center", help="CenterPoint or OpenPCDet anchor head")
     ap.add_argument("--feature-order", choices=["centerpoint", "openpcdet"], default="centerpoint")
     ap.add_argument(
-        "--rot", choices=["sincos", "double_angle"], default="sincos",
+        "--rot", choices=["sincos", "double_angle", "double_angle_dir"], default="sincos",
         help="center head: learn (sin θ, cos θ) as CenterPoint does, or (sin 2θ, cos 2θ) (heading modulo π, "
-        "converted back to (sin θ, cos θ) inside head.onnx)",
+        "converted back to (sin θ, cos θ) inside head.onnx), or that plus a direction classifier (full heading)",
     )
+    ap.add_argument("--dir-weight", type=float, default=0.2, help="weight of the direction classifier's loss")
+    ap.add_argument("--beam-dropout", type=float, default=0.0, help="probability of keeping every other ring only")
+    ap.add_argument("--point-dropout", type=float, default=0.0, help="drop up to this share of the points")
+    ap.add_argument("--intensity-log10", type=float, nargs=2, help="scale intensity by 10^U(a, b)")
+    ap.add_argument("--tilt-deg", type=float, default=0.0, help="tilt points and boxes by up to this about x and y")
+    ap.add_argument("--z-shift", type=float, default=0.0, help="shift points and boxes by up to this along z (m)")
+    ap.add_argument("--checkpoint", help="checkpoint file: saved every --checkpoint-every steps, resumed from")
+    ap.add_argument("--checkpoint-every", type=int, default=100)
     ap.add_argument("--steps", type=int, default=3000)
     ap.add_argument("--sweeps-per-step", type=int, default=2)
     ap.add_argument("--crops-per-sweep", type=int, default=2, help="training windows per sweep")
@@ -747,11 +865,22 @@ def main():
     ap.add_argument("--min-points", type=int, default=1, help="objects with fewer returns get no target")
     ap.add_argument("--threads", type=int, default=2, help="torch CPU threads")
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="train on the CPU or a CUDA GPU")
+    pre, _ = ap.parse_known_args()
+    if pre.config:
+        with open(pre.config, "rb") as f:
+            config = tomllib.load(f)
+        known = {a.dest for a in ap._actions}
+        unknown = sorted(set(config) - known)
+        if unknown:
+            raise SystemExit(f"{pre.config}: unknown keys {unknown}")
+        ap.set_defaults(**config)
     args = ap.parse_args()
+    if not args.data or not args.out:
+        raise SystemExit("--data and --out are needed (on the command line or in --config)")
     head_mb = 89 * args.channels**2 * 4 / 1e6
     if head_mb > 8:
         raise SystemExit(f"--channels {args.channels}: head.onnx would be about {head_mb:.1f} MB, over the 8 MB budget")
-    args.command = ["python3", "tools/train_detector.py"] + sys.argv[1:]
+    args.command = ["python3", "tools/train/train.py"] + sys.argv[1:]
     enc, head, g, wall_s, n = train(args)
     export(enc, head, g, args, wall_s, n)
 
