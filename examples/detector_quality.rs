@@ -65,7 +65,15 @@ struct Args {
     /// Frame of the detector's input: the sensor frame, or the platform profile's normalized frame.
     #[arg(long, default_value = "sensor", value_parser = ["sensor", "normalized"])]
     frame: String,
+    /// Simulate with the hard clutter (hedges, bushes, fences, trailers, street fronts, sign
+    /// posts: `SceneConfig::hard_clutter`).
+    #[arg(long)]
+    hard_clutter: bool,
 }
+
+/// A confident box whose centre lies within this of a clutter object's footprint, and farther
+/// than `NEAR_MATCH_M` from every labelled object, is a false box on clutter (m).
+const CLUTTER_MARGIN_M: f64 = 0.5;
 
 /// A found near vehicle's heading counts as correct within this of the truth (degrees).
 const HEADING_TOLERANCE_DEG: f64 = 30.0;
@@ -121,6 +129,14 @@ struct Near {
     true_detections: usize,
 }
 
+/// Confident boxes (score ≥ `NEAR_MIN_SCORE`, any class) that match no labelled object within
+/// `NEAR_MATCH_M`: all of them, and those standing on clutter.
+#[derive(Default)]
+struct FalseBoxes {
+    unmatched: usize,
+    on_clutter: usize,
+}
+
 struct PlatformResult {
     platform: Platform,
     sweeps: usize,
@@ -128,15 +144,19 @@ struct PlatformResult {
     pred: Vec<EvalBox>,
     times: Times,
     near: Near,
+    false_boxes: FalseBoxes,
 }
 
 fn measure(detector: &Detector, platform: Platform, args: &Args) -> anyhow::Result<PlatformResult> {
     let range = detector.manifest().pillars.point_cloud_range;
     let inside = |x: f64, y: f64| x >= range[0] && x < range[3] && y >= range[1] && y < range[4];
-    let config = SimConfig {
+    let mut config = SimConfig {
         frames: args.frames,
         ..SimConfig::default()
     };
+    config.scene.hard_clutter = args.hard_clutter;
+    // Clutter footprints are tested in the gravity-aligned frame, whatever the detector sees.
+    let level_profile = boxlayer::normalize::Profile::load(sim_frame::default_profile(platform)?)?.profile;
     let mut out = PlatformResult {
         platform,
         sweeps: 0,
@@ -144,6 +164,7 @@ fn measure(detector: &Detector, platform: Platform, args: &Args) -> anyhow::Resu
         pred: Vec::new(),
         times: Times::default(),
         near: Near::default(),
+        false_boxes: FalseBoxes::default(),
     };
     let profile = match args.frame.as_str() {
         "normalized" => Some(boxlayer::normalize::Profile::load(sim_frame::default_profile(platform)?)?.profile),
@@ -186,6 +207,31 @@ fn measure(detector: &Detector, platform: Platform, args: &Args) -> anyhow::Resu
                     });
                     out.near.true_detections += usize::from(hit);
                 }
+            }
+            let level = sim_frame::true_normalization(&sweep, &level_profile)?;
+            let clutter: Vec<_> = sim
+                .clutter_in_sensor(&sweep, range[3].max(-range[0]) + 10.0)
+                .iter()
+                .map(|b| b.transformed(&level))
+                .collect();
+            let labelled: Vec<_> = sweep
+                .objects
+                .iter()
+                .map(|o| o.box_in_sensor.transformed(&level))
+                .collect();
+            for d in detections.iter().filter(|d| d.score >= NEAR_MIN_SCORE) {
+                let c = d.box3.transformed(&level);
+                if labelled.iter().any(|o| (o.x - c.x).hypot(o.y - c.y) < NEAR_MATCH_M) {
+                    continue;
+                }
+                out.false_boxes.unmatched += 1;
+                let on = clutter.iter().any(|b| {
+                    let (dx, dy) = (c.x - b.x, c.y - b.y);
+                    let (sin, cos) = b.yaw.sin_cos();
+                    (cos * dx + sin * dy).abs() <= 0.5 * b.l + CLUTTER_MARGIN_M
+                        && (-sin * dx + cos * dy).abs() <= 0.5 * b.w + CLUTTER_MARGIN_M
+                });
+                out.false_boxes.on_clutter += usize::from(on);
             }
             let frame = FrameKey {
                 sequence: sequence.clone(),
@@ -324,6 +370,35 @@ fn main() -> anyhow::Result<()> {
     }
 
     println!(
+        "\nFalse boxes: confident (score ≥ {NEAR_MIN_SCORE}) boxes of any class farther than {NEAR_MATCH_M} m from every \
+         labelled object, per sweep, and those on clutter (centre within {CLUTTER_MARGIN_M} m of an unlabelled object's \
+         footprint){}:\n",
+        if args.hard_clutter {
+            "; scenes with the hard clutter"
+        } else {
+            ""
+        }
+    );
+    println!("| platform | sweeps | false boxes per sweep | on clutter per sweep |");
+    println!("|---|---|---|---|");
+    let mut json_false = Vec::new();
+    for r in &results {
+        let per = |n: usize| n as f64 / r.sweeps.max(1) as f64;
+        println!(
+            "| {} | {} | {:.2} | {:.2} |",
+            r.platform,
+            r.sweeps,
+            per(r.false_boxes.unmatched),
+            per(r.false_boxes.on_clutter)
+        );
+        json_false.push(json!({
+            "platform": r.platform.to_string(),
+            "false_boxes_per_sweep": per(r.false_boxes.unmatched),
+            "on_clutter_per_sweep": per(r.false_boxes.on_clutter),
+        }));
+    }
+
+    println!(
         "\nNear-vehicle BEV centre error quantiles (m; found vehicles only, so cut at the {NEAR_MATCH_M} m gate). \
          For isotropic 2-D Gaussian errors p90 / p50 = 1.82 and p99 / p50 = 2.58; larger ratios are heavier tails:\n"
     );
@@ -456,6 +531,9 @@ fn main() -> anyhow::Result<()> {
             "quality": json_platforms,
             "timings": json_times,
             "near_vehicle_centre_error_quantiles": json_errors,
+            "false_boxes": json_false,
+            "frame": args.frame,
+            "hard_clutter": args.hard_clutter,
             "near_vehicle_centre_offsets": json_offsets,
         });
         std::fs::write(path, serde_json::to_string_pretty(&doc)? + "\n")?;

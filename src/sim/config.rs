@@ -99,6 +99,10 @@ pub struct SceneConfig {
     pub van_bus_truck_share: [f64; 3],
     /// Share of intersections where a vehicle stops (default 0.35).
     pub stop_probability: f64,
+    /// Also draw the clutter that looks most like objects to a detector (default false): hedges,
+    /// bushes, fences, unhitched trailers, irregular street fronts and sign posts, all
+    /// unlabelled. Off, the scene (and every byte the simulator writes) is as before.
+    pub hard_clutter: bool,
 }
 
 impl Default for SceneConfig {
@@ -113,6 +117,7 @@ impl Default for SceneConfig {
             cyclists_per_km: 3.0,
             van_bus_truck_share: [0.15, 0.05, 0.08],
             stop_probability: 0.35,
+            hard_clutter: false,
         }
     }
 }

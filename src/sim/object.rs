@@ -476,6 +476,208 @@ pub fn pole_shape(height: f64) -> ObjectShape {
     ])
 }
 
+/// A clipped hedge `length` long (along x): overlapping foliage blobs of uneven height and width,
+/// the size of a row of parked cars seen side-on.
+pub fn hedge_shape(length: f64, rng: &mut impl rand::Rng) -> ObjectShape {
+    let height = rng.random_range(0.9..2.2);
+    let width = rng.random_range(0.8..1.8);
+    let blobs = (length / 1.2).ceil().max(1.0) as usize;
+    let step = length / blobs as f64;
+    let parts = (0..blobs)
+        .map(|k| {
+            let h = height * rng.random_range(0.8..1.1);
+            let r = Vector3::new(0.75 * step, 0.5 * width * rng.random_range(0.8..1.2), 0.5 * h);
+            let at = Vector3::new(
+                -0.5 * length + (k as f64 + 0.5) * step,
+                rng.random_range(-0.1..0.1),
+                0.5 * h,
+            );
+            Part::ellipsoid(r, at, Surface::FOLIAGE)
+        })
+        .collect();
+    ObjectShape::new(parts)
+}
+
+/// A free-standing bush: one to three foliage blobs, 1–3.5 m across and 0.8–2 m tall (a
+/// car-sized lump of returns).
+pub fn bush_shape(rng: &mut impl rand::Rng) -> ObjectShape {
+    let blobs = rng.random_range(1..=3);
+    let parts = (0..blobs)
+        .map(|_| {
+            let h = rng.random_range(0.8..2.0);
+            let r = Vector3::new(rng.random_range(0.5..1.75), rng.random_range(0.5..1.2), 0.5 * h);
+            let at = Vector3::new(rng.random_range(-0.8..0.8), rng.random_range(-0.4..0.4), 0.5 * h);
+            Part::ellipsoid(r, at, Surface::FOLIAGE)
+        })
+        .collect();
+    ObjectShape::new(parts)
+}
+
+/// A fence `length` long (along x): posts every 2.5 m, top and bottom rails and a chain-link or
+/// slatted panel that loses most returns.
+pub fn fence_shape(length: f64, rng: &mut impl rand::Rng) -> ObjectShape {
+    let height = rng.random_range(1.0..2.2);
+    let panel = Surface {
+        reflectivity: rng.random_range(0.2..0.5),
+        dropout: rng.random_range(0.3..0.8),
+        elongation: 0.2,
+    };
+    let posts = (length / 2.5).ceil().max(1.0) as usize;
+    let mut parts: Vec<Part> = (0..=posts)
+        .map(|k| {
+            let x = -0.5 * length + length * k as f64 / posts as f64;
+            Part::cuboid(
+                Vector3::new(0.08, 0.08, height),
+                Vector3::new(x, 0.0, 0.5 * height),
+                Surface::METAL,
+            )
+        })
+        .collect();
+    for z in [0.15, height - 0.05] {
+        parts.push(Part::cuboid(
+            Vector3::new(length, 0.05, 0.06),
+            Vector3::new(0.0, 0.0, z),
+            Surface::METAL,
+        ));
+    }
+    parts.push(Part::cuboid(
+        Vector3::new(length, 0.03, height - 0.25),
+        Vector3::new(0.0, 0.0, 0.5 * height),
+        panel,
+    ));
+    ObjectShape::new(parts)
+}
+
+/// A parked trailer, unhitched (not a labelled vehicle): a flatbed or a box body on one axle
+/// with a drawbar and a jockey wheel at the front (+x).
+pub fn trailer_shape(rng: &mut impl rand::Rng) -> ObjectShape {
+    let l = rng.random_range(2.5..6.5);
+    let w = rng.random_range(1.4..2.5);
+    let deck = rng.random_range(0.45..0.8);
+    let wheel_r = rng.random_range(0.25..0.38);
+    let body = Surface::diffuse(rng.random_range(0.1..0.6));
+    let mut parts = vec![Part::cuboid(
+        Vector3::new(l, w, 0.12),
+        Vector3::new(0.0, 0.0, deck),
+        body,
+    )];
+    if rng.random_bool(0.5) {
+        let h = rng.random_range(1.2..2.6);
+        parts.push(Part::cuboid(
+            Vector3::new(l, w, h),
+            Vector3::new(0.0, 0.0, deck + 0.06 + h / 2.0),
+            body,
+        ));
+    } else {
+        for side in [-1.0, 1.0] {
+            parts.push(Part::cuboid(
+                Vector3::new(l, 0.05, 0.35),
+                Vector3::new(0.0, side * 0.5 * w, deck + 0.2),
+                Surface::METAL,
+            ));
+        }
+    }
+    for side in [-1.0, 1.0] {
+        parts.push(Part::cylinder_y(
+            wheel_r,
+            0.2,
+            Vector3::new(rng.random_range(-0.2..0.2) * l, side * (0.5 * w + 0.12), wheel_r),
+            Surface::RUBBER,
+        ));
+    }
+    let bar = rng.random_range(1.0..1.6);
+    parts.push(Part::cuboid(
+        Vector3::new(bar, 0.1, 0.1),
+        Vector3::new(0.5 * (l + bar), 0.0, deck - 0.1),
+        Surface::METAL,
+    ));
+    parts.push(Part::cylinder_z(
+        0.05,
+        deck,
+        Vector3::new(0.5 * l + 0.6 * bar, 0.0, 0.5 * deck),
+        Surface::METAL,
+    ));
+    ObjectShape::new(parts)
+}
+
+/// An irregular street front `length` long (along x, the street on −y): a shop front of glass and
+/// piers, then bays, balconies and awnings standing out from it at random.
+pub fn facade_shape(length: f64, rng: &mut impl rand::Rng) -> ObjectShape {
+    let wall = Surface::diffuse(rng.random_range(0.15..0.45));
+    let h = rng.random_range(3.0..7.0);
+    let mut parts = vec![
+        Part::cuboid(Vector3::new(length, 1.0, h), Vector3::new(0.0, 0.5, h / 2.0), wall),
+        Part::cuboid(
+            Vector3::new(length, 0.05, 2.4),
+            Vector3::new(0.0, -0.03, 1.4),
+            Surface::GLASS,
+        ),
+    ];
+    let mut x = -0.5 * length + rng.random_range(0.5..3.0);
+    while x < 0.5 * length - 1.0 {
+        let width = rng.random_range(0.6..4.0_f64).min(0.5 * length - x);
+        match rng.random_range(0..4) {
+            // A pier between windows.
+            0 => parts.push(Part::cuboid(
+                Vector3::new(0.4, 0.3, 2.6),
+                Vector3::new(x + 0.2, -0.15, 1.3),
+                wall,
+            )),
+            // A bay window or porch standing out at street level.
+            1 => {
+                let depth = rng.random_range(0.5..1.8);
+                let bay_h = rng.random_range(1.0..3.0);
+                parts.push(Part::cuboid(
+                    Vector3::new(width, depth, bay_h),
+                    Vector3::new(x + width / 2.0, -depth / 2.0, bay_h / 2.0),
+                    wall,
+                ));
+            }
+            // A balcony or awning overhead.
+            2 => {
+                let depth = rng.random_range(0.8..2.0);
+                parts.push(Part::cuboid(
+                    Vector3::new(width, depth, 0.15),
+                    Vector3::new(x + width / 2.0, -depth / 2.0, rng.random_range(2.4..3.5)),
+                    Surface::diffuse(rng.random_range(0.1..0.7)),
+                ));
+            }
+            // Steps or a planter at the door.
+            _ => {
+                let depth = rng.random_range(0.4..1.2);
+                parts.push(Part::cuboid(
+                    Vector3::new(width.min(2.0), depth, 0.5),
+                    Vector3::new(x + width.min(2.0) / 2.0, -depth / 2.0, 0.25),
+                    Surface::CONCRETE,
+                ));
+            }
+        }
+        x += width + rng.random_range(0.5..3.0);
+    }
+    ObjectShape::new(parts)
+}
+
+/// A sign post: a pole with one or two retro-reflective sign plates (bright in any LiDAR).
+pub fn sign_pole_shape(rng: &mut impl rand::Rng) -> ObjectShape {
+    let h = rng.random_range(2.2..3.6);
+    let mut parts = vec![Part::cylinder_z(
+        0.04,
+        h,
+        Vector3::new(0.0, 0.0, h / 2.0),
+        Surface::METAL,
+    )];
+    let signs = rng.random_range(1..=2);
+    for k in 0..signs {
+        let (sw, sh) = (rng.random_range(0.5..1.2), rng.random_range(0.5..0.9));
+        parts.push(Part::cuboid(
+            Vector3::new(0.04, sw, sh),
+            Vector3::new(0.06, 0.0, h - 0.5 * sh - k as f64 * (sh + 0.1)),
+            Surface::diffuse(rng.random_range(1.5..3.0)),
+        ));
+    }
+    ObjectShape::new(parts)
+}
+
 /// A tree: trunk plus an ellipsoidal canopy.
 pub fn tree_shape(rng: &mut impl rand::Rng) -> ObjectShape {
     let trunk_h = rng.random_range(1.8..3.5);

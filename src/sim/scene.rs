@@ -10,8 +10,8 @@ use rand::RngExt;
 
 use super::config::SimConfig;
 use super::object::{
-    FineLabel, ObjectShape, Surface, building_shape, cyclist_shape, pedestrian_shape, pole_shape, tree_shape,
-    vehicle_shape, wall_shape,
+    FineLabel, ObjectShape, Surface, building_shape, bush_shape, cyclist_shape, facade_shape, fence_shape, hedge_shape,
+    pedestrian_shape, pole_shape, sign_pole_shape, trailer_shape, tree_shape, vehicle_shape, wall_shape,
 };
 use super::path::{Path, SpeedProfile};
 use super::platform::{pose, terrain_tilt};
@@ -455,6 +455,109 @@ pub(crate) fn build_scene(
         }
     }
 
+    // The clutter detectors mistake for objects, when asked for (after the rest, so that
+    // without it the random stream, and the scene, are as before).
+    if config.scene.hard_clutter {
+        for (&(i, j), &kind) in &roads.blocks {
+            let x0 = i as f64 * pitch + SIDEWALK_EDGE_M;
+            let y0 = j as f64 * pitch + SIDEWALK_EDGE_M;
+            let side = pitch - 2.0 * SIDEWALK_EDGE_M;
+            match kind {
+                BlockKind::Buildings => {
+                    if b.rng.random_bool(0.7) {
+                        let fraction = b.rng.random_range(0.3..0.8);
+                        let cx = x0 + side * (0.5 + b.rng.random_range(-0.5..0.5) * (1.0 - fraction));
+                        let shape = facade_shape(side * fraction, b.rng);
+                        b.add_static(shape, Vector2::new(cx, y0 + 0.3), 0.0, 0.0, None);
+                    }
+                    if b.rng.random_bool(0.5) {
+                        let len = b.rng.random_range(5.0..20.0);
+                        let at = Vector2::new(x0 + 0.8, y0 + b.rng.random_range(len / 2.0..side - len / 2.0));
+                        let shape = hedge_shape(len, b.rng);
+                        b.add_static(shape, at, std::f64::consts::FRAC_PI_2, 0.0, None);
+                    }
+                }
+                BlockKind::ParkingLot => {
+                    for _ in 0..b.rng.random_range(1..4) {
+                        let at = Vector2::new(x0 + b.rng.random_range(4.0..side - 4.0), y0 + side - 4.5);
+                        let yaw = b.rng.random_range(-0.3..0.3)
+                            + if b.rng.random_bool(0.5) {
+                                0.0
+                            } else {
+                                std::f64::consts::PI
+                            };
+                        let shape = trailer_shape(b.rng);
+                        b.add_static(shape, at, yaw, 0.0, None);
+                    }
+                    if b.rng.random_bool(0.6) {
+                        let fraction = b.rng.random_range(0.4..0.9);
+                        let cx = x0 + side * (0.5 + b.rng.random_range(-0.5..0.5) * (1.0 - fraction));
+                        let shape = fence_shape(side * fraction, b.rng);
+                        b.add_static(shape, Vector2::new(cx, y0 + 0.5), 0.0, 0.0, None);
+                    }
+                    for _ in 0..b.rng.random_range(0..4) {
+                        let corner = Vector2::new(
+                            x0 + if b.rng.random_bool(0.5) { 1.5 } else { side - 1.5 },
+                            y0 + b.rng.random_range(1.5..side - 1.5),
+                        );
+                        let shape = bush_shape(b.rng);
+                        let yaw = b.rng.random_range(0.0..std::f64::consts::PI);
+                        b.add_static(shape, corner, yaw, 0.0, None);
+                    }
+                }
+                BlockKind::Park => {
+                    for _ in 0..b.rng.random_range(4..13) {
+                        let at = Vector2::new(
+                            x0 + b.rng.random_range(3.0..side - 3.0),
+                            y0 + b.rng.random_range(3.0..side - 3.0),
+                        );
+                        let shape = bush_shape(b.rng);
+                        let yaw = b.rng.random_range(0.0..std::f64::consts::PI);
+                        b.add_static(shape, at, yaw, 0.0, None);
+                    }
+                    let fraction = b.rng.random_range(0.3..0.9);
+                    let cx = x0 + side * (0.5 + b.rng.random_range(-0.5..0.5) * (1.0 - fraction));
+                    let shape = if b.rng.random_bool(0.5) {
+                        hedge_shape(side * fraction, b.rng)
+                    } else {
+                        fence_shape(side * fraction, b.rng)
+                    };
+                    b.add_static(shape, Vector2::new(cx, y0 + 0.8), 0.0, 0.0, None);
+                }
+            }
+        }
+        // Along the roads: sign posts on the curb, now and then a trailer parked at it.
+        for i in bx0..=bx1 + 1 {
+            for j in by0..=by1 + 1 {
+                let node = Vector2::new(i as f64 * pitch, j as f64 * pitch);
+                for dir in [Vector2::new(1.0, 0.0), Vector2::new(0.0, 1.0)] {
+                    let normal = rotate_left(dir);
+                    for side in [-1.0, 1.0] {
+                        let mut a = segment_margin + b.rng.random_range(0.0..20.0);
+                        while a < pitch - segment_margin {
+                            let at = node + dir * a + normal * side * (CURB_FURNITURE_OFFSET_M + 0.3);
+                            if region.contains(&at) {
+                                let yaw = (-normal.y * side).atan2(-normal.x * side);
+                                let shape = sign_pole_shape(b.rng);
+                                b.add_static(shape, at, yaw, 0.0, None);
+                            }
+                            a += b.rng.random_range(25.0..60.0);
+                        }
+                        if b.rng.random_bool(0.15) {
+                            let at = node
+                                + dir * b.rng.random_range(segment_margin..pitch - segment_margin)
+                                + normal * side * CURB_PARKING_OFFSET_M;
+                            if region.contains(&at) {
+                                let shape = trailer_shape(b.rng);
+                                b.add_static(shape, at, dir.y.atan2(dir.x), 0.0, None);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     // Actors on routes through the region.
     let width = region.max.x - region.min.x;
     let height = region.max.y - region.min.y;
@@ -574,6 +677,41 @@ mod tests {
         assert_abs_diff_eq!(p.xy.y, -5.0, epsilon = 1e-9);
         assert_abs_diff_eq!(p.heading, 0.0, epsilon = 1e-9);
         assert_eq!(route.junction_s.len(), 2);
+    }
+
+    /// The hard clutter comes on top of the default scene and leaves it untouched: the same
+    /// objects first, in the same places, then only unlabelled ones.
+    #[test]
+    fn hard_clutter_adds_unlabelled_objects_and_keeps_the_default_scene() {
+        let region = Region {
+            min: Vector2::new(-150.0, -150.0),
+            max: Vector2::new(150.0, 150.0),
+        };
+        let build = |hard_clutter: bool| {
+            let mut config = SimConfig::default();
+            config.scene.hard_clutter = hard_clutter;
+            config.scene.vehicles_per_km = 0.0;
+            config.scene.pedestrians_per_km = 0.0;
+            config.scene.cyclists_per_km = 0.0;
+            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
+            build_scene(&config, Terrain::Flat, region, 10.0, None, &mut rng)
+        };
+        let (plain, cluttered) = (build(false), build(true));
+        assert!(
+            cluttered.objects.len() > plain.objects.len() + 20,
+            "{} vs {}",
+            cluttered.objects.len(),
+            plain.objects.len()
+        );
+        for (a, b) in plain.objects.iter().zip(&cluttered.objects) {
+            assert_eq!((a.label, a.track_id), (b.label, b.track_id));
+            assert_eq!(a.shape, b.shape);
+        }
+        for extra in &cluttered.objects[plain.objects.len()..] {
+            assert_eq!((extra.label, extra.track_id), (None, 0));
+            let b = extra.shape.local_box;
+            assert!(b.l > 0.0 && b.w > 0.0 && b.h > 0.0 && b.l < 110.0, "{b:?}");
+        }
     }
 
     #[test]
