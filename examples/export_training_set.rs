@@ -13,6 +13,8 @@
 //! boxes are what a detector sees in the pipeline up to the estimator's error (~0.5°).
 //! `--vary` draws per sequence (from its seed) other sensor heights, drone pitch, range noise and
 //! dropout, and denser pedestrian and cyclist traffic, so a model does not learn one mount.
+//! `--hard-clutter P` simulates a share P of the sequences (drawn from each seed) with the clutter
+//! detectors take for objects (`scene.hard_clutter`: hedges, fences, trailers, street fronts, signs).
 //!
 //! `cargo run --release --example export_training_set -- --out /work/trainset --seeds 1000..1060 --stride 10`
 //!
@@ -69,6 +71,9 @@ struct Args {
     /// Draw sensor mount, noise and traffic per sequence from its seed.
     #[arg(long)]
     vary: bool,
+    /// Share of the sequences (drawn from each seed) simulated with `scene.hard_clutter`.
+    #[arg(long, default_value_t = 0.0)]
+    hard_clutter: f64,
 }
 
 /// The frame the set is written in.
@@ -82,11 +87,14 @@ enum Frame {
 
 /// The simulator configuration of one sequence: the defaults, or with `vary` a mount, noise and
 /// traffic drawn from the seed (uniform ranges; the held-out sequences keep the defaults).
-fn sequence_config(frames: usize, seed: u64, vary: bool) -> SimConfig {
+fn sequence_config(frames: usize, seed: u64, vary: bool, hard_clutter: f64) -> SimConfig {
     let mut c = SimConfig {
         frames,
         ..SimConfig::default()
     };
+    // Its own stream, so that adding clutter leaves the `vary` draws as they were.
+    let mut clutter_rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0xC1_77E2);
+    c.scene.hard_clutter = clutter_rng.random_bool(hard_clutter.clamp(0.0, 1.0));
     if vary {
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x5EED_7A21_u64);
         c.vehicle.lidar_height_m = rng.random_range(1.5..2.6);
@@ -167,12 +175,17 @@ fn main() -> anyhow::Result<()> {
             "frames": args.frames,
             "stride": args.stride,
             "vary": args.vary,
+            "hard_clutter": args.hard_clutter,
         }))?,
     )?;
     let start = Instant::now();
     let (mut sweeps, mut points, mut boxes) = (0usize, 0usize, 0usize);
     for seed in seeds {
-        let sim = Simulator::new(sequence_config(args.frames, seed, args.vary), args.platform, seed)?;
+        let sim = Simulator::new(
+            sequence_config(args.frames, seed, args.vary, args.hard_clutter),
+            args.platform,
+            seed,
+        )?;
         for index in (0..sim.len()).step_by(args.stride) {
             let sweep = sim.sweep(index)?;
             let cloud = sim_cloud::sim_cloud(&sim, &sweep)?;
