@@ -5,7 +5,7 @@
 //! `tools/check_detector_onnx.py`, which re-implements the manifest's pillarise → encoder →
 //! scatter → head → decode → NMS path with numpy and onnxruntime alone: every box on either side
 //! must have one of the same class on the other within 1 mm (centre and sizes), 1e-4 rad (yaw)
-//! and 1e-4 (score), for both bundled detectors. A copy of boxlayer's output with one box moved
+//! and 1e-4 (score), for every bundled detector. A copy of boxlayer's output with one box moved
 //! by 2 mm must fail the check. Fails, not skips, when python3, numpy or onnxruntime is missing
 //! (`make setup`).
 
@@ -21,7 +21,11 @@ use boxlayer::sim::{SimConfig, Simulator};
 use serde_json::Value;
 
 /// The bundled detectors checked.
-const DETECTORS: [&str; 2] = ["centerpoint_pillar_sim", "pointpillars_anchor_sim"];
+const DETECTORS: [&str; 3] = [
+    "centerpoint_pillar_sim",
+    "pointpillars_anchor_sim",
+    "centerpoint_pillar_v2",
+];
 /// Held-out sweeps: platform, seed, sweep index (the drone's and quadruped's OS1 sweeps in the
 /// sensor frame, intensity = reflectivity, lie outside the detectors' training domain, which
 /// changes what they find, not whether both sides agree).
