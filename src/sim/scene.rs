@@ -258,6 +258,13 @@ impl<R: rand::Rng> Builder<'_, R> {
         });
     }
 
+    /// A uniform point of the square block `[x0, x0 + side] × [y0, y0 + side]`, `margin` in from
+    /// its edges (x drawn first).
+    fn point_in_block(&mut self, x0: f64, y0: f64, side: f64, margin: f64) -> Vector2<f64> {
+        let x = x0 + self.rng.random_range(margin..side - margin);
+        Vector2::new(x, y0 + self.rng.random_range(margin..side - margin))
+    }
+
     fn track_for(&mut self, label: Option<FineLabel>) -> u32 {
         if label.is_some() {
             self.next_track += 1;
@@ -393,18 +400,12 @@ pub(crate) fn build_scene(
             }
             BlockKind::Park => {
                 for _ in 0..b.rng.random_range(8..22) {
-                    let at = Vector2::new(
-                        x0 + b.rng.random_range(3.0..side - 3.0),
-                        y0 + b.rng.random_range(3.0..side - 3.0),
-                    );
+                    let at = b.point_in_block(x0, y0, side, 3.0);
                     let shape = tree_shape(b.rng);
                     b.add_static(shape, at, 0.0, 0.0, None);
                 }
                 for _ in 0..b.rng.random_range(0..3) {
-                    let at = Vector2::new(
-                        x0 + b.rng.random_range(3.0..side - 3.0),
-                        y0 + b.rng.random_range(3.0..side - 3.0),
-                    );
+                    let at = b.point_in_block(x0, y0, side, 3.0);
                     let yaw = b.rng.random_range(0.0..std::f64::consts::PI);
                     let shape = wall_shape(b.rng.random_range(3.0..10.0), b.rng.random_range(0.5..1.2));
                     b.add_static(shape, at, yaw, 0.0, None);
@@ -507,10 +508,7 @@ pub(crate) fn build_scene(
                 }
                 BlockKind::Park => {
                     for _ in 0..b.rng.random_range(4..13) {
-                        let at = Vector2::new(
-                            x0 + b.rng.random_range(3.0..side - 3.0),
-                            y0 + b.rng.random_range(3.0..side - 3.0),
-                        );
+                        let at = b.point_in_block(x0, y0, side, 3.0);
                         let shape = bush_shape(b.rng);
                         let yaw = b.rng.random_range(0.0..std::f64::consts::PI);
                         b.add_static(shape, at, yaw, 0.0, None);
