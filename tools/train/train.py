@@ -24,8 +24,9 @@ meta.json, + labels.jsonl with 9-value boxes); `--data` takes several folders (o
 
 --checkpoint FILE saves the model, optimiser, schedule, step and every random state each
 --checkpoint-every steps and resumes from it when it exists, so a run killed at any point and
-started again with the same command ends with the weights of an uninterrupted run. Nothing here runs at
-inference: boxlayer pillarises in Rust; `pillarize` below reproduces its rule (first come first
+started again with the same command ends with the weights of an uninterrupted run.
+
+Nothing here runs at inference: boxlayer pillarises in Rust; `pillarize` below reproduces its rule (first come first
 kept, OpenPCDet cell centres, f32 sums for the mean) for `--feature-order centerpoint` (x, y, z,
 tanh(i), Δt=0, cluster offsets, x/y centre offsets) and `openpcdet` (x, y, z, tanh(i), cluster
 offsets, x/y/z centre offsets); the exported encoder matched boxlayer's pillars bit for bit on a
@@ -40,8 +41,8 @@ export runs on the whole grid. Augmentation: random flip about x, rotation about
 scaling (0.95–1.05); optionally (for sensors the simulator does not model exactly) beam dropout
 (every other ring: a 32-beam sensor from a 64-beam one), point dropout, intensity scaled by
 10^U(a, b) (Waymo's 0–1 intensity and Ouster's 0–100 reflectivity both), a small tilt (the
-normalization's residual) and a z shift (other mounting heights). Classes: vehicle, pedestrian, cyclist; objects with at least --min-points
-returns get targets.
+normalization's residual) and a z shift (other mounting heights). Classes: vehicle, pedestrian,
+cyclist; objects with at least --min-points returns get targets.
 
 Headings (center head): `--rot sincos` learns (sin θ, cos θ) as CenterPoint does; `double_angle`
 learns (sin 2θ, cos 2θ), the heading modulo π; `double_angle_dir` adds a direction classifier (two
