@@ -136,7 +136,10 @@ impl FrameGrid {
 /// about the frames around each track's ends, track after track, so the queries jump about the
 /// sequence and a frame's grid is worth keeping: on a 200-frame simulated Waymo sequence
 /// (246 tracks) 8 cached frames per class cost 6.4 s of rebuilt grids, 64 cost 3.3 s, the whole
-/// sequence 0.8 s. 96 MiB hold about 60 sweeps of 130 k points (12 bytes a point).
+/// sequence 0.8 s. 32 MiB hold about 20 sweeps of 130 k points (12 bytes a point), shared by the
+/// classes: a 200-sweep drone sequence fills it as a 2,000-sweep one does, so a worker's peak
+/// memory does not grow with the sequence (a 2,000-sweep drone run's tracking took 8.5 s with it,
+/// 5.2 s with 96 MiB; docs/cluster.md).
 const CACHE_BYTES: usize = 32 << 20;
 
 /// A cached frame: index, grid (`None`: the frame has no points) and its bytes.
