@@ -157,6 +157,7 @@ fn main() -> Result<()> {
                     scratch_dir: None,
                     progress: false,
                     normalize: None,
+                    fusion_frame: boxlayer::DetectorFrame::Sensor,
                     classifier: Some(&classifier),
                     stop: None,
                 },

@@ -552,6 +552,7 @@ fn main() -> Result<()> {
                         frames: None,
                         scratch_dir: None,
                         normalize: None,
+                        fusion_frame: boxlayer::DetectorFrame::Sensor,
                         progress: false,
                         classifier: None,
                         stop: None,

@@ -36,6 +36,18 @@ pub enum FrameError {
     },
 }
 
+/// The frame of the points a detector is given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DetectorFrame {
+    /// The sensor frame, as recorded.
+    #[default]
+    Sensor,
+    /// The normalized frame: gravity-aligned, altitude-offset (the frame's own estimate; boxes
+    /// are brought back to the sensor frame).
+    Normalized,
+}
+
 /// The kind of robot that carried the sensors.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

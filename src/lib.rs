@@ -31,5 +31,5 @@ pub mod stats;
 pub mod track;
 
 pub use cloud::PointCloud;
-pub use frame::{CameraCalibration, CameraView, Frame, ObjectClass, Platform};
+pub use frame::{CameraCalibration, CameraView, DetectorFrame, Frame, ObjectClass, Platform};
 pub use geometry::Box3;

@@ -130,6 +130,7 @@ fn verdicts_notes_and_conflicts_follow_the_images() {
             scratch_dir: None,
             progress: false,
             normalize: None,
+            fusion_frame: boxlayer::DetectorFrame::Sensor,
             classifier: Some(&classifier),
             stop: None,
         },

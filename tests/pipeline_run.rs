@@ -122,6 +122,47 @@ fn normalization_matches_the_simulators_gravity(dir: &Path, platform: Platform, 
     }
 }
 
+/// The detectors `pipelines/demo.toml` runs on `platform`'s sequences, in config order.
+fn demo_detectors(platform: Platform) -> Vec<String> {
+    let names: &[&str] = match platform {
+        Platform::Vehicle => &[
+            "centerpoint_pillar_sim",
+            "pointpillars_anchor_sim",
+            "centerpoint_pillar_v2",
+        ],
+        _ => &["centerpoint_pillar_v2"],
+    };
+    names.iter().map(|n| n.to_string()).collect()
+}
+
+/// Every raw detection of the detectors `given_normalized` names, taken by its frame's
+/// normalization, is level (they output yaw-only boxes in the frame's own normalized frame: from
+/// that sweep's IMU, without the neighbours' poses to remove its acceleration, and its ground, it
+/// is within 1.5° of the sequence's), and seen from the sensor tilted ~40°, as the drone's LiDAR is.
+fn drone_detections_are_level_in_the_normalized_frame(dir: &Path, given_normalized: impl Fn(&str) -> bool) {
+    let frames = read_frame_rows(&dir.join("frames.parquet")).unwrap();
+    let detections = boxlayer::shards::read_detection_rows(&dir.join("detections.parquet")).unwrap();
+    assert!(detections.iter().any(|d| given_normalized(&d.detector)));
+    for d in detections.iter().filter(|d| given_normalized(&d.detector)) {
+        let row = frames.iter().find(|f| f.frame_index == d.frame_index).unwrap();
+        let n = boxlayer::geometry::pose::isometry_from_row_major(&row.normalized_from_sensor.unwrap(), 1e-9).unwrap();
+        let sensor = boxlayer::geometry::Box3::from_array(d.box_sensor);
+        let level = sensor.transformed(&n);
+        let bound = 1.5f64.to_radians();
+        assert!(
+            level.pitch.abs() < bound && level.roll.abs() < bound,
+            "{}: {level:?}",
+            d.detector
+        );
+        let tilt = angle_between(&(sensor.rotation() * Vector3::z()), &Vector3::z()).to_degrees();
+        assert!(
+            (30.0..50.0).contains(&tilt),
+            "{}: tilted {tilt}° from the sensor's z",
+            d.detector
+        );
+    }
+}
+
 fn only_dir(summary: &RunSummary) -> PathBuf {
     assert_eq!(summary.sequences.len(), 1);
     summary.sequences[0].dir.clone()
@@ -151,6 +192,11 @@ fn the_full_pipeline_on_three_platforms_passes_the_independent_reader_and_reruns
         assert!(dir.join(SUCCESS_FILE).is_file());
         assert!(s.scores.is_some(), "{platform}: the run scores itself against --truth");
         normalization_matches_the_simulators_gravity(&dir, platform, seed);
+        if platform == Platform::Drone {
+            // The second generation declares `input_frame = "normalized"` in its manifest: the
+            // run gives it gravity-aligned points with no profile asking.
+            drone_detections_are_level_in_the_normalized_frame(&dir, |d| d.ends_with("_v2"));
+        }
 
         // Two full runs give byte-identical data files.
         o.out = tmp.path().join("b");
@@ -182,10 +228,32 @@ fn the_full_pipeline_on_three_platforms_passes_the_independent_reader_and_reruns
         let manifest: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(resumed.join("manifest.json")).unwrap()).unwrap();
         assert_eq!(manifest["started_from"], "fuse");
+        let names = |m: &serde_json::Value| -> Vec<String> {
+            m["detectors"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|d| d["name"].as_str().unwrap().to_string())
+                .collect()
+        };
         assert_eq!(
-            manifest["detectors"].as_array().unwrap().len(),
-            2,
-            "the earlier run's detector record stands"
+            names(&manifest),
+            demo_detectors(platform),
+            "{platform}: the earlier run's detector record stands"
+        );
+        // Each platform ran only its own detectors (`platforms` in pipelines/demo.toml).
+        let first: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap()).unwrap();
+        assert_eq!(names(&first), demo_detectors(platform), "{platform}");
+        let voted: std::collections::BTreeSet<String> =
+            boxlayer::shards::read_detection_rows(&dir.join("detections.parquet"))
+                .unwrap()
+                .into_iter()
+                .map(|d| d.detector)
+                .collect();
+        assert!(
+            voted.iter().all(|d| demo_detectors(platform).contains(d)),
+            "{platform}: {voted:?}"
         );
         dirs.push(dir);
     }
@@ -395,6 +463,37 @@ fn a_missing_detector_file_or_a_bad_key_stops_before_any_output() {
     .unwrap();
     let e = PipelineConfig::load(&config).unwrap_err().to_string();
     assert!(e.contains("p.toml") && e.contains("radius_mm"), "{e}");
+
+    // A detector trained on gravity-aligned points needs the normalize stage.
+    let v2 = repo("detectors/centerpoint_pillar_v2");
+    std::fs::write(
+        &config,
+        format!(
+            "[stages]\nnormalize = false\n\n[[detectors]]\npath = \"{}\"\n",
+            v2.display()
+        ),
+    )
+    .unwrap();
+    let e = PipelineConfig::load(&config).unwrap_err().to_string();
+    assert!(
+        e.contains("p.toml") && e.contains("detectors[0].path") && e.contains("normalized frame"),
+        "{e}"
+    );
+    // A platform that no detector runs on is refused: by the config when it names its
+    // platform, by the run (before any output) when the log's platform is given.
+    let only_vehicles = format!(
+        "[[detectors]]\npath = \"{}\"\nplatforms = [\"vehicle\"]\n",
+        v2.display()
+    );
+    std::fs::write(&config, format!("[source]\nplatform = \"drone\"\n\n{only_vehicles}")).unwrap();
+    let e = PipelineConfig::load(&config).unwrap_err().to_string();
+    assert!(e.contains("`detectors`") && e.contains("drone"), "{e}");
+    std::fs::write(&config, &only_vehicles).unwrap();
+    let e = run(&options(&config, &bin, Platform::Quadruped, &out))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("p.toml") && e.contains("quadruped"), "{e}");
+    assert!(!out.exists(), "nothing written for a platform without detectors");
 }
 
 /// Detections a user brings as JSON lines give the same layer as the run that detected them:
@@ -543,23 +642,7 @@ fn detectors_see_gravity_aligned_points_when_the_profile_asks_and_its_class_size
         &tmp.path().join("out"),
     );
     let dir = only_dir(&run(&o).unwrap());
-    // Every raw detection, taken by its frame's normalization, is level (the detectors output
-    // yaw-only boxes in the frame's own normalized frame: from that sweep's IMU, without the
-    // neighbours' poses to remove its acceleration, and its ground, it is within 1.5° of the
-    // sequence's), and seen from the sensor tilted ~40°, as the drone's LiDAR is.
-    let frames = read_frame_rows(&dir.join("frames.parquet")).unwrap();
-    let detections = boxlayer::shards::read_detection_rows(&dir.join("detections.parquet")).unwrap();
-    assert!(!detections.is_empty());
-    for d in &detections {
-        let row = frames.iter().find(|f| f.frame_index == d.frame_index).unwrap();
-        let n = boxlayer::geometry::pose::isometry_from_row_major(&row.normalized_from_sensor.unwrap(), 1e-9).unwrap();
-        let sensor = boxlayer::geometry::Box3::from_array(d.box_sensor);
-        let level = sensor.transformed(&n);
-        let bound = 1.5f64.to_radians();
-        assert!(level.pitch.abs() < bound && level.roll.abs() < bound, "{level:?}");
-        let tilt = angle_between(&(sensor.rotation() * Vector3::z()), &Vector3::z()).to_degrees();
-        assert!((30.0..50.0).contains(&tilt), "tilted {tilt}° from the sensor's z");
-    }
+    drone_detections_are_level_in_the_normalized_frame(&dir, |_| true);
     let vehicles: Vec<_> = read_box_rows(&dir.join("boxes.parquet"))
         .unwrap()
         .into_iter()

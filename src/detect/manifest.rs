@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::error::DetectError;
-use crate::frame::ObjectClass;
+use crate::frame::{DetectorFrame, ObjectClass};
 
 /// The manifest's file name inside a detector folder.
 pub const MANIFEST_FILE: &str = "detector.toml";
@@ -22,6 +22,9 @@ pub struct DetectorManifest {
     pub family: Family,
     /// Which decoder turns the head outputs into boxes (default `anchor`).
     pub decoder: DecoderKind,
+    /// The frame of the points it was trained on (default `sensor`); `boxlayer run` gives a
+    /// `normalized` detector gravity-aligned points and brings its boxes back.
+    pub input_frame: DetectorFrame,
     /// The ONNX files and their tensor names.
     pub models: Models,
     /// Per-point input features and their normalisation.
@@ -46,6 +49,7 @@ impl Default for DetectorManifest {
             name: String::new(),
             family: Family::SplitPillar,
             decoder: DecoderKind::Anchor,
+            input_frame: DetectorFrame::Sensor,
             models: Models::default(),
             points: PointsConfig::default(),
             pillars: PillarsConfig::default(),

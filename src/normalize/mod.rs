@@ -20,7 +20,7 @@ pub use ground::{GroundFit, GroundParams, fit_ground};
 pub use imu::{ImuParams, SpecificForce, platform_acceleration, sweep_specific_force, up_from_specific_force};
 pub use pose::{box_from_virtual_3eed, up_from_pose, virtual_pose_3eed};
 pub use profile::{
-    ClassSizes, DetectorFrame, DetectorSettings, GravityConfig, GroundSettings, ImuSettings, LoadedProfile, Mounting,
-    PoseFrame, Profile, ProfileError,
+    ClassSizes, DetectorSettings, GravityConfig, GroundSettings, ImuSettings, LoadedProfile, Mounting, PoseFrame,
+    Profile, ProfileError,
 };
 pub use transform::{Normalization, normalized_from_sensor};

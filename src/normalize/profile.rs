@@ -13,7 +13,7 @@ use super::altitude::AltitudeRule;
 use super::gravity::GravityMethod;
 use super::ground::GroundParams;
 use super::imu::ImuParams;
-use crate::frame::{ObjectClass, Platform};
+use crate::frame::{DetectorFrame, ObjectClass, Platform};
 
 /// The profiles shipped with boxlayer: `(name, TOML)`.
 const BUILTIN: [(&str, &str); 9] = [
@@ -253,22 +253,12 @@ impl GravityConfig {
     }
 }
 
-/// Which frame detectors see points in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DetectorFrame {
-    /// The sensor frame, as recorded.
-    #[default]
-    Sensor,
-    /// The normalized frame (per-frame estimate; boxes mapped back to the sensor frame).
-    Normalized,
-}
-
 /// The detectors' side of a profile.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct DetectorSettings {
-    /// The frame of the points detectors see.
+    /// `normalized`: every detector sees gravity-aligned points, whatever its manifest declares;
+    /// `sensor` (default): each detector sees the frame its manifest declares.
     pub input_frame: DetectorFrame,
 }
 

@@ -124,7 +124,13 @@ pub fn bench(options: &BenchOptions) -> Result<BenchReport, PipelineError> {
     let clouds = (0..source.len())
         .map(|i| source.frame(i).map(|f| f.cloud))
         .collect::<Result<Vec<_>, _>>()?;
-    let detectors = load_detectors(&options.config, threads)?;
+    let loaded = load_detectors(&options.config, threads)?;
+    let detectors: Vec<&crate::detect::Detector> = loaded
+        .iter()
+        .zip(&config.detectors)
+        .filter(|(_, entry)| entry.runs_on(Platform::Vehicle))
+        .map(|(d, _)| d)
+        .collect();
     let pool = super::sequence::thread_pool(threads)?;
     let started = Instant::now();
     let onnx: Result<Vec<Duration>, PipelineError> = pool.install(|| {
@@ -133,7 +139,7 @@ pub fn bench(options: &BenchOptions) -> Result<BenchReport, PipelineError> {
             .enumerate()
             .map(|(i, cloud)| {
                 let mut onnx = Duration::ZERO;
-                for d in &detectors {
+                for d in detectors.iter() {
                     let (_, t) = d.detect_timed(cloud).map_err(|source| PipelineError::Detect {
                         sequence: source_name(&options.log),
                         frame: i as i64,

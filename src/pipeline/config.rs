@@ -136,6 +136,16 @@ pub struct DetectorEntry {
     /// `detector_weights` entry of every class that does not name this detector itself.
     #[serde(default = "one")]
     pub weight: f64,
+    /// The platforms whose sequences it runs on; default empty: every platform.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub platforms: Vec<crate::frame::Platform>,
+}
+
+impl DetectorEntry {
+    /// Whether it runs on `platform`'s sequences.
+    pub fn runs_on(&self, platform: crate::frame::Platform) -> bool {
+        self.platforms.is_empty() || self.platforms.contains(&platform)
+    }
 }
 
 fn one() -> f64 {
@@ -528,6 +538,26 @@ impl PipelineConfig {
                     format!("{} is not > 0", d.weight),
                 ));
             }
+            let wants_normalized = crate::detect::DetectorManifest::load(&dir.join(&d.path))
+                .is_ok_and(|m| m.input_frame == crate::frame::DetectorFrame::Normalized);
+            if wants_normalized && !self.stages.normalize {
+                return Err(invalid(
+                    format!("detectors[{i}].path"),
+                    format!(
+                        "{} takes points in the normalized frame (its `input_frame`), and `stages.normalize` is off",
+                        manifest.display()
+                    ),
+                ));
+            }
+        }
+        if self.origin == LayerOrigin::Detect
+            && let Some(platform) = self.source.platform
+            && !self.detectors.iter().any(|d| d.runs_on(platform))
+        {
+            return Err(invalid(
+                "detectors".into(),
+                format!("no detector runs on platform `{platform}` (their `platforms` lists leave it out)"),
+            ));
         }
         if let Some(m) = &self.source.data_manifest {
             let m = dir.join(m);
@@ -639,6 +669,17 @@ impl PipelineConfig {
     pub fn detector_dirs(&self, config_path: &Path) -> Vec<PathBuf> {
         let dir = config_path.parent().unwrap_or(Path::new("."));
         self.detectors.iter().map(|d| dir.join(&d.path)).collect()
+    }
+
+    /// The folders of the detectors that run on `platform`'s sequences, resolved as
+    /// [`detector_dirs`](Self::detector_dirs).
+    pub fn platform_detector_dirs(&self, config_path: &Path, platform: crate::frame::Platform) -> Vec<PathBuf> {
+        self.detector_dirs(config_path)
+            .into_iter()
+            .zip(&self.detectors)
+            .filter(|(_, d)| d.runs_on(platform))
+            .map(|(dir, _)| dir)
+            .collect()
     }
 }
 

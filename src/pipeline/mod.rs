@@ -40,14 +40,16 @@ pub use resume::{
     FAILED_SUFFIX, FailureRecord, LOCKS_DIR, OnDisk, RunIdentity, SequenceLock, error_chain, on_disk, read_failure,
 };
 pub use score::{ClassAp, LayerScores, class_ap, label_truth, score_layer, visible_truth};
-pub use sequence::{DetectionsFrom, FrameWriters, SequenceJob, SequenceLayer, run_sequence, track_input};
+pub use sequence::{
+    DetectionsFrom, FrameWriters, SequenceDetector, SequenceJob, SequenceLayer, run_sequence, track_input,
+};
 pub use stop::StopSignal;
 pub use workers::WorkerShare;
 
 use crate::boxes::Detection;
 use crate::classify::{Classifier, ClassifyError};
 use crate::detect::{DetectError, Detector};
-use crate::frame::{ObjectClass, Platform};
+use crate::frame::{DetectorFrame, ObjectClass, Platform};
 use crate::fuse::FuseError;
 use crate::geometry::Box3;
 use crate::shards::{
@@ -448,7 +450,20 @@ pub fn run(options: &RunOptions) -> Result<RunSummary, PipelineError> {
     };
     // Detectors load (and their model hashes are checked) before any output is written.
     let detectors = match (config.origin, options.from, &options.detections) {
-        (LayerOrigin::Detect, StartFrom::Read, None) => load_detectors(loaded, threads)?,
+        (LayerOrigin::Detect, StartFrom::Read, None) => {
+            if let Some(p) = planned
+                .iter()
+                .find(|p| !config.detectors.iter().any(|d| d.runs_on(p.platform)))
+            {
+                return Err(PipelineError::Config(format!(
+                    "{}: detectors: none runs on platform `{}` (sequence {}); their `platforms` lists leave it out",
+                    loaded.path.display(),
+                    p.platform,
+                    p.name
+                )));
+            }
+            load_detectors(loaded, threads)?
+        }
         _ => Vec::new(),
     };
     let classifier = load_classifier(loaded)?;
@@ -698,7 +713,12 @@ fn stored_detections(dir: &Path) -> Result<BTreeMap<i64, Vec<Detection>>, Pipeli
     Ok(out)
 }
 
-fn detector_records(options: &RunOptions, detectors: &[Detector], dir: &Path) -> Vec<DetectorRecord> {
+fn detector_records(
+    options: &RunOptions,
+    detectors: &[Detector],
+    platform: Platform,
+    dir: &Path,
+) -> Vec<DetectorRecord> {
     if detectors.is_empty() {
         // `--from`: the earlier run's record stands (its detections are the ones used).
         let earlier = std::fs::read_to_string(dir.join("manifest.json"))
@@ -712,6 +732,7 @@ fn detector_records(options: &RunOptions, detectors: &[Detector], dir: &Path) ->
         .detectors
         .iter()
         .zip(detectors)
+        .filter(|(entry, _)| entry.runs_on(platform))
         .map(|(entry, d)| DetectorRecord {
             name: d.name().to_string(),
             path: entry.path.to_string_lossy().into_owned(),
@@ -721,6 +742,43 @@ fn detector_records(options: &RunOptions, detectors: &[Detector], dir: &Path) ->
                 .into_iter()
                 .map(|(role, sha)| (role.to_string(), sha))
                 .collect(),
+        })
+        .collect()
+}
+
+/// The frame each of the config's detectors for `platform` is given points in: the profile's
+/// `detector.input_frame = "normalized"` moves them all, otherwise each manifest's own
+/// `input_frame` stands. Read from the manifests, so that a `--from` run fuses as the full run did.
+fn detector_frames(
+    options: &RunOptions,
+    platform: Platform,
+    profile: Option<&crate::normalize::Profile>,
+) -> Result<Vec<DetectorFrame>, PipelineError> {
+    let forced = profile.is_some_and(|p| p.detector.input_frame == DetectorFrame::Normalized);
+    options
+        .config
+        .config
+        .platform_detector_dirs(&options.config.path, platform)
+        .into_iter()
+        .map(|dir| {
+            let manifest =
+                crate::detect::DetectorManifest::load(&dir).map_err(|source| PipelineError::DetectorLoad {
+                    path: dir.clone(),
+                    source: Box::new(source),
+                })?;
+            let frame = if forced {
+                DetectorFrame::Normalized
+            } else {
+                manifest.input_frame
+            };
+            if frame == DetectorFrame::Normalized && profile.is_none() {
+                return Err(PipelineError::Config(format!(
+                    "{}: `{}` takes points in the normalized frame, and this sequence has no normalization profile",
+                    dir.display(),
+                    manifest.name
+                )));
+            }
+            Ok(frame)
         })
         .collect()
 }
@@ -745,7 +803,7 @@ fn run_one(
     let records = if given.is_some() {
         Vec::new()
     } else {
-        detector_records(options, detectors, &dir)
+        detector_records(options, detectors, p.platform, &dir)
     };
     let reopened;
     let source: &dyn crate::sources::Source = match &p.opened {
@@ -768,13 +826,28 @@ fn run_one(
         },
     )?;
     let staging = crate::shards::staging_dir(&dir);
-    let detections = match &stored {
-        Some(stored) => DetectionsFrom::Given(stored),
-        None => DetectionsFrom::Detectors(detectors),
-    };
     let profile = config
         .normalization_profile(&options.config.path, p.platform, source.meta().source_kind)
         .map_err(|e| PipelineError::Config(e.to_string()))?;
+    let frames = detector_frames(options, p.platform, profile.as_ref().map(|l| &l.profile))?;
+    let platform_detectors: Vec<SequenceDetector> = config
+        .detectors
+        .iter()
+        .zip(detectors)
+        .filter(|(entry, _)| entry.runs_on(p.platform))
+        .zip(&frames)
+        .map(|((_, detector), &frame)| SequenceDetector { detector, frame })
+        .collect();
+    let detections = match &stored {
+        Some(stored) => DetectionsFrom::Given(stored),
+        None => DetectionsFrom::Detectors(&platform_detectors),
+    };
+    // Given detections are fused in the frame the config's detectors would have been.
+    let fusion_frame = if frames.contains(&DetectorFrame::Normalized) {
+        DetectorFrame::Normalized
+    } else {
+        DetectorFrame::Sensor
+    };
     let job = SequenceJob {
         config,
         source,
@@ -784,6 +857,7 @@ fn run_one(
         scratch_dir: Some(&staging),
         progress: options.progress,
         normalize: profile.as_ref().map(|p| &p.profile),
+        fusion_frame,
         classifier,
         stop: Some(&options.stop),
     };
@@ -804,7 +878,7 @@ fn run_one(
     // Scored against what the detectors could see: objects with returns inside their range
     // (from the config's detector manifests, so a `--from` run scores the same way).
     let reach = config
-        .detector_dirs(&options.config.path)
+        .platform_detector_dirs(&options.config.path, p.platform)
         .iter()
         .filter_map(|dir| crate::detect::DetectorManifest::load(dir).ok())
         .map(|m| {
@@ -817,7 +891,7 @@ fn run_one(
             // Pass 1 wrote the raw detections as it went; scoring reads them back.
             layer.detections = crate::shards::reader::read_detection_rows(&staging.join("detections.parquet"))?;
             Some(
-                score_layer(&truth, &layer, &p.name, p.platform, &config.fusion)
+                score_layer(&truth, &layer, &p.name, p.platform, &config.fusion, fusion_frame)
                     .map_err(|e| PipelineError::Config(e.to_string()))?,
             )
         }

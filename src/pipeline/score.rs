@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 
+use nalgebra::Isometry3;
 use serde::{Deserialize, Serialize};
 
 use super::sequence::SequenceLayer;
@@ -14,9 +15,10 @@ use crate::eval::{
     ClassThresholds, DetectionConfig, EvalBox, FrameKey, ThresholdRule, TrackingConfig, evaluate_detection,
     evaluate_tracking,
 };
-use crate::frame::{GroundTruthBox, ObjectClass, Platform};
+use crate::frame::{DetectorFrame, GroundTruthBox, ObjectClass, Platform};
 use crate::fuse::{FuseError, Fuser, FusionConfig, FusionMethod};
 use crate::geometry::Box3;
+use crate::geometry::pose::isometry_from_row_major;
 
 /// BEV AP R40 per class (`None`: no ground truth of the class).
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
@@ -132,6 +134,7 @@ pub fn score_layer(
     sequence: &str,
     platform: Platform,
     fusion: &FusionConfig,
+    fusion_frame: DetectorFrame,
 ) -> Result<LayerScores, FuseError> {
     let mut per_detector: BTreeMap<String, Vec<EvalBox>> = BTreeMap::new();
     for d in &layer.detections {
@@ -178,13 +181,30 @@ pub fn score_layer(
             detector: d.detector.clone(),
         });
     }
+    // Fused where KBF fused them: gravity-aligned when the detectors were (the sequence's
+    // normalization here, within ~1.5° of pass 1's per-frame one).
+    let normalized: BTreeMap<i64, Isometry3<f64>> = layer
+        .frames
+        .iter()
+        .filter(|_| fusion_frame == DetectorFrame::Normalized)
+        .filter_map(|f| {
+            let m = f.normalized_from_sensor.as_ref()?;
+            Some((f.frame_index, isometry_from_row_major(m, 1e-6)?))
+        })
+        .collect();
     let mut fused_wbf = Vec::new();
-    for (frame, detections) in &by_frame {
+    for (frame, detections) in &mut by_frame {
+        let n = normalized.get(frame);
+        if let Some(n) = n {
+            for d in detections.iter_mut() {
+                d.box3 = d.box3.transformed(n);
+            }
+        }
         for b in wbf.fuse(detections)? {
             fused_wbf.push(eval_box(
                 sequence,
                 *frame,
-                b.box3,
+                n.map_or(b.box3, |n| b.box3.transformed(&n.inverse())),
                 b.class,
                 f64::from(b.score),
                 None,

@@ -25,10 +25,10 @@ use crate::camera::{BoxView, CameraReturns, best_view, box_views, project_point}
 use crate::classify::Classifier;
 use crate::cloud::PointCloud;
 use crate::detect::Detector;
-use crate::frame::{CameraCalibration, GroundTruthBox, ObjectClass, Platform};
+use crate::frame::{CameraCalibration, DetectorFrame, GroundTruthBox, ObjectClass, Platform};
 use crate::fuse::Fuser;
 use crate::geometry::{Box3, count_points_in_box};
-use crate::normalize::{ClassSizes, DetectorFrame, FrameInputs, Normalization, Profile, normalize_sequence};
+use crate::normalize::{ClassSizes, FrameInputs, Normalization, Profile, normalize_sequence};
 use crate::shards::{
     BoxRow, CameraFootprint, DetectionRow, DetectionsWriter, FrameError, FrameRow, PointsFrame, PointsWriter,
     StageTimes, TrackRow,
@@ -39,10 +39,19 @@ use crate::track::{
     consolidate,
 };
 
+/// A detector as a sequence runs it.
+#[derive(Clone, Copy)]
+pub struct SequenceDetector<'a> {
+    /// The loaded detector.
+    pub detector: &'a Detector,
+    /// The frame of the points it is given (`Normalized` needs [`SequenceJob::normalize`]).
+    pub frame: DetectorFrame,
+}
+
 /// Where pass 1 takes each frame's raw detections from.
 pub enum DetectionsFrom<'a> {
     /// Run these detectors on every frame's points.
-    Detectors(&'a [Detector]),
+    Detectors(&'a [SequenceDetector<'a>]),
     /// Given, by frame index (a stored `detections.parquet`, a user's JSON lines, a noise model).
     Given(&'a BTreeMap<i64, Vec<Detection>>),
 }
@@ -66,6 +75,9 @@ pub struct SequenceJob<'a> {
     pub progress: bool,
     /// The platform profile to normalize with; `None` leaves the normalized columns null.
     pub normalize: Option<&'a Profile>,
+    /// The frame boxes are fused in: `Normalized` (needs `normalize`) when any detector of the
+    /// sequence sees normalized points, so that every vote is compared gravity-aligned.
+    pub fusion_frame: DetectorFrame,
     /// The RGB class check's image model (`stages.camera_check`); `None`: no check.
     pub classifier: Option<&'a Classifier>,
     /// Looked at between windows of frames and between passes: once raised, the sequence ends
@@ -131,46 +143,57 @@ fn row_major(m: &Isometry3<f64>) -> [f64; 16] {
 fn first_pass_frame(
     source: &dyn Source,
     position: usize,
-    detections: &DetectionsFrom,
+    job: &SequenceJob,
     fuser: &Fuser,
-    profile: Option<&Profile>,
 ) -> Result<FrameResult, PipelineError> {
     let started = Instant::now();
     let frame = source.frame(position)?;
     let read = started.elapsed();
     let started = Instant::now();
+    let profile = job.normalize;
     let inputs = profile.map(|p| FrameInputs::from_frame(&frame, p));
-    // Detectors that want gravity-aligned points get them with this frame's own estimate (the
-    // sequence's is not known yet); their boxes are fused there and brought back to the sensor.
-    let detector_frame = match (profile, &inputs, detections) {
-        (Some(p), Some(i), DetectionsFrom::Detectors(_)) if p.detector.input_frame == DetectorFrame::Normalized => {
-            Some(Normalization {
-                normalized_from_sensor: normalize_sequence(std::slice::from_ref(i), p)[0].normalized_from_sensor,
-            })
-        }
+    // Detectors that take gravity-aligned points get them with this frame's own estimate (the
+    // sequence's is not known yet), and fusion compares the votes there; every raw box is kept
+    // in the sensor frame.
+    let normalized = match (profile, &inputs) {
+        (Some(p), Some(i)) => Some(Normalization {
+            normalized_from_sensor: normalize_sequence(std::slice::from_ref(i), p)[0].normalized_from_sensor,
+        }),
         _ => None,
     };
     let normalize = started.elapsed();
     let frame_index = frame.index as i64;
+    let detect_error = |source| PipelineError::Detect {
+        sequence: frame.sequence.clone(),
+        frame: frame_index,
+        source: Box::new(source),
+    };
     let started = Instant::now();
     let mut onnx = Duration::ZERO;
-    let detected_cloud = detector_frame.map(|n| {
-        let mut c = frame.cloud.clone();
-        n.cloud_to_normalized(&mut c);
-        c
-    });
-    let raw: Vec<Detection> = match detections {
+    let raw: Vec<Detection> = match &job.detections {
         DetectionsFrom::Detectors(detectors) => {
+            let normalized_cloud = match &normalized {
+                Some(n) if detectors.iter().any(|d| d.frame == DetectorFrame::Normalized) => {
+                    let mut c = frame.cloud.clone();
+                    n.cloud_to_normalized(&mut c);
+                    Some(c)
+                }
+                _ => None,
+            };
             let mut all = Vec::new();
             for d in detectors.iter() {
-                let cloud = detected_cloud.as_ref().unwrap_or(&frame.cloud);
-                let (boxes, timings) = d.detect_timed(cloud).map_err(|source| PipelineError::Detect {
-                    sequence: frame.sequence.clone(),
-                    frame: frame_index,
-                    source: Box::new(source),
-                })?;
+                let (mut boxes, timings) = match (d.frame, &normalized, &normalized_cloud) {
+                    (DetectorFrame::Normalized, Some(n), Some(cloud)) => {
+                        let (mut boxes, timings) = d.detector.detect_timed(cloud).map_err(detect_error)?;
+                        for b in &mut boxes {
+                            b.box3 = n.box_to_sensor(&b.box3);
+                        }
+                        (boxes, timings)
+                    }
+                    _ => d.detector.detect_timed(&frame.cloud).map_err(detect_error)?,
+                };
                 onnx += timings.onnx();
-                all.extend(boxes);
+                all.append(&mut boxes);
             }
             all
         }
@@ -180,6 +203,9 @@ fn first_pass_frame(
     let started = Instant::now();
     // A box fusion cannot use (non-finite, negative size, score outside [0, 1]) is dropped with
     // a note rather than failing the frame: one bad output of one network loses nothing else.
+    let fusion_frame = normalized
+        .as_ref()
+        .filter(|_| job.fusion_frame == DetectorFrame::Normalized);
     let usable: Vec<Detection> = raw
         .iter()
         .filter(|d| {
@@ -193,18 +219,20 @@ fn first_pass_frame(
             }
             ok
         })
-        .cloned()
+        .map(|d| match &fusion_frame {
+            Some(n) => Detection {
+                box3: n.box_to_normalized(&d.box3),
+                ..d.clone()
+            },
+            None => d.clone(),
+        })
         .collect();
     let mut fused = fuser.fuse(&usable).map_err(|source| PipelineError::Fuse {
         sequence: frame.sequence.clone(),
         frame: frame_index,
         source,
     })?;
-    let mut raw = raw;
-    if let Some(n) = &detector_frame {
-        for d in &mut raw {
-            d.box3 = n.box_to_sensor(&d.box3);
-        }
+    if let Some(n) = &fusion_frame {
         for f in &mut fused {
             f.box3 = n.box_to_sensor(&f.box3);
         }
@@ -460,7 +488,7 @@ pub fn run_sequence(job: &SequenceJob, writers: Option<FrameWriters<'_>>) -> Res
             || {
                 window.map(|w| {
                     w.par_iter()
-                        .map(|&p| (first_pass_frame(source, p, &job.detections, &fuser, job.normalize), p))
+                        .map(|&p| (first_pass_frame(source, p, job, &fuser), p))
                         .collect::<Vec<_>>()
                 })
             },

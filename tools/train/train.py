@@ -500,6 +500,18 @@ def point_columns(data):
     return len(json.loads(meta.read_text())["point_fields"]) if meta.exists() else 4
 
 
+def input_frame(folders):
+    """The frame of the training points ("sensor" or "normalized", from each folder's meta.json);
+    folders of different frames are refused."""
+    frames = set()
+    for data in folders:
+        meta = pathlib.Path(data) / "meta.json"
+        frames.add(json.loads(meta.read_text()).get("frame", "sensor") if meta.exists() else "sensor")
+    if len(frames) > 1:
+        raise SystemExit(f"--data folders hold points in different frames: {sorted(frames)}")
+    return frames.pop() if frames else "sensor"
+
+
 def load_set(data, min_points):
     """Reads labels.jsonl: per sweep (file, boxes [n, 7], class indices, floats per point) for
     objects with ≥ min_points returns."""
@@ -751,6 +763,7 @@ dir_limit_offset = 0.0
 # {' '.join(args.command)}
 name = "{out.name}"
 family = "split_pillar"
+input_frame = "{input_frame(args.data)}"
 {head}
 [models.encoder]
 file = "encoder.onnx"
