@@ -286,6 +286,11 @@ enum Command {
         /// --detections`, `fuse` and `eval` read (`-`: to standard output instead of the table).
         #[arg(long)]
         json: Option<PathBuf>,
+        /// The platform profile (`m3ed_drone`, `waymo_vehicle`, …; `pipelines/platforms/`) or a
+        /// profile TOML that gravity-aligns each frame for a detector trained in the normalized
+        /// frame (its `input_frame`); its boxes come back in the sensor frame.
+        #[arg(long)]
+        profile: Option<String>,
     },
     /// Simulate a sequence and write it in its platform's real format: a car as a Waymo v1
     /// segment (`segment-sim_seed<S>_with_camera_labels.tfrecord`), a drone or quadruped as M3ED
@@ -1135,12 +1140,20 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             frame,
             frames,
             json,
+            profile,
         } => {
             let context = || format!("detect {} with {}", file.display(), detector.display());
             let mut input = boxlayer::detect::DetectInput {
                 kind,
                 ..Default::default()
             };
+            if let Some(name) = &profile {
+                input.profile = Some(
+                    boxlayer::normalize::Profile::load(name)
+                        .context("load --profile")?
+                        .profile,
+                );
+            }
             if let Some(fields) = fields {
                 input.options.kitti.fields = fields;
             }

@@ -8,6 +8,8 @@ use serde::Serialize;
 use super::detector::{Detector, StageTimings};
 use super::error::DetectError;
 use crate::boxes::Detection;
+use crate::frame::DetectorFrame;
+use crate::normalize::{FrameInputs, normalize_frame};
 
 /// What `boxlayer detect` reports for one frame.
 #[derive(Debug, Clone, Serialize)]
@@ -38,6 +40,9 @@ pub struct DetectInput {
     pub kind: Option<crate::sources::SourceKind>,
     /// The readers' options (`kitti.fields`, …).
     pub options: crate::sources::SourceOptions,
+    /// The platform profile that gravity-aligns each frame for a detector whose manifest says
+    /// `input_frame = "normalized"` (required for one; unused by a `sensor` detector).
+    pub profile: Option<crate::normalize::Profile>,
 }
 
 /// Loads the detector in `detector_dir` (or the `detector.toml` path itself) and runs it on frame
@@ -52,7 +57,7 @@ pub fn detect_file(
     // The frame is read before the detector loads, so a bad index costs no session.
     let read = source.frame(frame)?;
     let detector = Detector::load(manifest_folder(detector_dir))?;
-    report(&detector, file, source.meta().name.clone(), frame, read)
+    report(&detector, input, file, source.meta().name.clone(), frame, read)
 }
 
 /// Runs the detector on frames `frames` (positions among the readable frames, clipped to the
@@ -69,7 +74,14 @@ pub fn detect_frames(
     let mut reports = Vec::new();
     for position in frames.start.min(source.len())..frames.end.min(source.len()) {
         match source.frame(position) {
-            Ok(read) => reports.push(report(&detector, file, source.meta().name.clone(), position, read)?),
+            Ok(read) => reports.push(report(
+                &detector,
+                input,
+                file,
+                source.meta().name.clone(),
+                position,
+                read,
+            )?),
             Err(e) => tracing::warn!("{e}; frame skipped"),
         }
     }
@@ -86,13 +98,36 @@ fn manifest_folder(path: &Path) -> &Path {
 
 fn report(
     detector: &Detector,
+    input: &DetectInput,
     file: &Path,
     sequence: String,
     frame: usize,
     read: crate::Frame,
 ) -> Result<DetectReport, DetectError> {
+    let (detections, timings) = match (detector.manifest().input_frame, &input.profile) {
+        (DetectorFrame::Sensor, _) => detector.detect_timed(&read.cloud)?,
+        (DetectorFrame::Normalized, None) => {
+            return Err(DetectError::Invalid {
+                detector: detector.name().to_string(),
+                field: "input_frame".into(),
+                reason: "it takes points in the normalized frame: name the log's platform profile \
+                         (`--profile m3ed_drone`, `waymo_vehicle`, … or a profile TOML)"
+                    .into(),
+            });
+        }
+        (DetectorFrame::Normalized, Some(profile)) => {
+            // The frame's own estimate, as `boxlayer run`'s first pass makes it.
+            let n = normalize_frame(&FrameInputs::from_frame(&read, profile), profile);
+            let mut cloud = read.cloud.clone();
+            n.cloud_to_normalized(&mut cloud);
+            let (mut detections, timings) = detector.detect_timed(&cloud)?;
+            for d in &mut detections {
+                d.box3 = n.box_to_sensor(&d.box3);
+            }
+            (detections, timings)
+        }
+    };
     let cloud = read.cloud;
-    let (detections, timings) = detector.detect_timed(&cloud)?;
     Ok(DetectReport {
         detector: detector.name().to_string(),
         file: file.to_path_buf(),

@@ -11,7 +11,7 @@ use super::ground::{GroundFit, fit_ground};
 use super::imu::{SpecificForce, platform_acceleration, sweep_specific_force, up_from_specific_force};
 use super::pose::up_from_pose;
 use super::profile::{PoseFrame, Profile};
-use super::transform::normalized_from_sensor;
+use super::transform::{Normalization, normalized_from_sensor};
 use crate::frame::Frame;
 
 /// Sigma of the nominal mounting, the last resort (rad): 5°.
@@ -176,6 +176,15 @@ fn imu_estimate(
         notes.push("platform acceleration unknown (no neighbouring poses): IMU estimate widened".to_string());
     }
     up_from_specific_force(force, accel, &profile.gravity.imu_params())
+}
+
+/// One frame's normalization from its own inputs alone (no neighbours' poses or IMU): what
+/// detectors trained in the normalized frame see before the sequence's estimate exists (within
+/// ~1.5° of it).
+pub fn normalize_frame(inputs: &FrameInputs, profile: &Profile) -> Normalization {
+    Normalization {
+        normalized_from_sensor: normalize_sequence(std::slice::from_ref(inputs), profile)[0].normalized_from_sensor,
+    }
 }
 
 /// Every frame's normalization under `profile`. Never fails: a frame whose inputs are missing

@@ -14,7 +14,7 @@ mod profile;
 mod transform;
 
 pub use altitude::{AltitudeRule, altitude_offset};
-pub use fused::{EXTRAPOLATED_HEIGHT, FrameInputs, FrameNormalization, normalize_sequence};
+pub use fused::{EXTRAPOLATED_HEIGHT, FrameInputs, FrameNormalization, normalize_frame, normalize_sequence};
 pub use gravity::{GravityMethod, UpEstimate, angle_between};
 pub use ground::{GroundFit, GroundParams, fit_ground};
 pub use imu::{ImuParams, SpecificForce, platform_acceleration, sweep_specific_force, up_from_specific_force};

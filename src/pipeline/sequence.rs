@@ -28,7 +28,7 @@ use crate::detect::Detector;
 use crate::frame::{CameraCalibration, DetectorFrame, GroundTruthBox, ObjectClass, Platform};
 use crate::fuse::Fuser;
 use crate::geometry::{Box3, count_points_in_box};
-use crate::normalize::{ClassSizes, FrameInputs, Normalization, Profile, normalize_sequence};
+use crate::normalize::{ClassSizes, FrameInputs, Profile, normalize_frame, normalize_sequence};
 use crate::shards::{
     BoxRow, CameraFootprint, DetectionRow, DetectionsWriter, FrameError, FrameRow, PointsFrame, PointsWriter,
     StageTimes, TrackRow,
@@ -156,9 +156,7 @@ fn first_pass_frame(
     // sequence's is not known yet), and fusion compares the votes there; every raw box is kept
     // in the sensor frame.
     let normalized = match (profile, &inputs) {
-        (Some(p), Some(i)) => Some(Normalization {
-            normalized_from_sensor: normalize_sequence(std::slice::from_ref(i), p)[0].normalized_from_sensor,
-        }),
+        (Some(p), Some(i)) => Some(normalize_frame(i, p)),
         _ => None,
     };
     let normalize = started.elapsed();
