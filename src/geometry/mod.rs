@@ -3,6 +3,7 @@
 //! operation first (`iou_bev`, `points_in_box`); every result is exact up to floating-point
 //! rounding, never sampled. It knows no file format, detector or tracker.
 
+mod bev_cells;
 mod box3;
 mod convex_polygon;
 mod corners;
@@ -13,6 +14,7 @@ mod points_in_box;
 mod polyhedron;
 pub mod pose;
 
+pub use bev_cells::{BevCells, BevLayout};
 pub use box3::{Box3, wrap_angle};
 pub use corners::{aabb, bev_corners, box_corners};
 pub use giou::{giou_3d, giou_3d_9dof, giou_3d_9dof_eps, giou_3d_eps, giou_bev};

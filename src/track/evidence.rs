@@ -1,31 +1,23 @@
 //! Points-in-box counts on a sequence's sweeps for the refinement's evidence tests (filled
-//! frames, extension, static propagation). Each frame's points are binned once, on first use,
-//! into a bird's-eye-view grid and stored sorted by cell, so a query tests only the points of the
-//! cells its box can touch instead of the whole sweep; the count equals
-//! `geometry::count_points_in_box` exactly for boxes within ±1 km of the sensor. The gridded
-//! frames live in one cache shared by the classes tracked in parallel, bounded in bytes.
+//! frames, extension, static propagation). A provider with an index of its own (the pipeline's
+//! scratch file, stored sorted by cell) counts each query itself. For the others, each frame's
+//! points are binned once, on first use, into a bird's-eye-view grid (`geometry::BevCells`) and
+//! stored sorted by cell, so a query tests only the points of the cells its box can touch instead
+//! of the whole sweep; the gridded frames live in one cache shared by the classes tracked in
+//! parallel, bounded in bytes. Either way the count equals `geometry::count_points_in_box`
+//! exactly for boxes within ±1 km of the sensor.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use super::input::{SweepPoints, TrackFrame};
+use super::input::{IndexedCount, SweepPoints, TrackFrame};
 use crate::cloud::PointCloud;
-use crate::geometry::{Box3, count_points_in_box_xyz};
-
-/// Side of a grid cell (m).
-const CELL_M: f32 = 2.0;
-/// The grid covers at most ±this from the sensor (m); farther points share the border cells.
-const GRID_LIMIT_M: f32 = 1024.0;
+use crate::geometry::{BevCells, Box3, count_points_in_box_xyz};
 
 /// One frame's points (x, y, z only) sorted by BEV grid cell.
 #[derive(Debug)]
 struct FrameGrid {
-    /// Smallest x and y of the points (m, sensor frame).
-    origin: [f32; 2],
-    /// Cells along x and y.
-    dims: [usize; 2],
-    /// `starts[c]..starts[c + 1]` are cell `c`'s points (row-major over y, x).
-    starts: Vec<u32>,
+    cells: BevCells,
     /// Point coordinates, grouped by cell.
     x: Vec<f32>,
     y: Vec<f32>,
@@ -34,100 +26,26 @@ struct FrameGrid {
 
 impl FrameGrid {
     fn new(cloud: &PointCloud) -> Self {
-        let (x, y, z) = (cloud.x(), cloud.y(), cloud.z());
-        let n = x.len().min(y.len()).min(z.len());
-        let (x, y, z) = (&x[..n], &y[..n], &z[..n]);
-        // Bounds of the finite points (`f32::min`/`max` skip NaN), kept within ±GRID_LIMIT_M so
-        // that a stray huge coordinate cannot blow up the grid; points beyond fall into the
-        // border cells, where the exact box test still sees them.
-        let bound = |v: &[f32]| {
-            let (lo, hi) = v.iter().fold((f32::INFINITY, f32::NEG_INFINITY), |(lo, hi), &a| {
-                (lo.min(a), hi.max(a))
-            });
-            (lo.max(-GRID_LIMIT_M), hi.min(GRID_LIMIT_M))
-        };
-        let ((x_lo, x_hi), (y_lo, y_hi)) = (bound(x), bound(y));
-        if !(x_lo <= x_hi && y_lo <= y_hi) {
-            return Self {
-                origin: [0.0; 2],
-                dims: [0, 0],
-                starts: vec![0],
-                x: Vec::new(),
-                y: Vec::new(),
-                z: Vec::new(),
-            };
-        }
-        let lo = [x_lo, y_lo];
-        let dims = [
-            ((x_hi - x_lo) / CELL_M) as usize + 1,
-            ((y_hi - y_lo) / CELL_M) as usize + 1,
-        ];
-        // One pass computes every point's cell (float-to-int casts saturate: NaN → 0, which the
-        // exact box test rejects anyway) and counts the cells; a second places the points.
-        let (max_x, max_y) = ((dims[0] - 1) as u32, (dims[1] - 1) as u32);
-        let mut starts = vec![0u32; dims[0] * dims[1] + 1];
-        let cells: Vec<u32> = x
-            .iter()
-            .zip(y)
-            .map(|(&px, &py)| {
-                let cx = (((px - lo[0]) / CELL_M) as u32).min(max_x);
-                let cy = (((py - lo[1]) / CELL_M) as u32).min(max_y);
-                cy * dims[0] as u32 + cx
-            })
-            .collect();
-        for &c in &cells {
-            starts[c as usize + 1] += 1;
-        }
-        for c in 1..starts.len() {
-            starts[c] += starts[c - 1];
-        }
-        let mut fill = starts.clone();
-        let (mut sx, mut sy, mut sz) = (vec![0f32; n], vec![0f32; n], vec![0f32; n]);
-        for (k, &c) in cells.iter().enumerate() {
-            let slot = &mut fill[c as usize];
-            let at = *slot as usize;
-            (sx[at], sy[at], sz[at]) = (x[k], y[k], z[k]);
-            *slot += 1;
-        }
+        let (cells, order) = BevCells::bin(cloud.x(), cloud.y());
+        let sorted = |v: &[f32]| order.iter().map(|&k| v[k as usize]).collect::<Vec<f32>>();
         Self {
-            origin: lo,
-            dims,
-            starts,
-            x: sx,
-            y: sy,
-            z: sz,
+            x: sorted(cloud.x()),
+            y: sorted(cloud.y()),
+            z: sorted(cloud.z()),
+            cells,
         }
     }
 
     /// Heap bytes held.
     fn bytes(&self) -> usize {
-        4 * (self.starts.len() + self.x.len() + self.y.len() + self.z.len())
+        4 * (self.cells.starts().len() + self.x.len() + self.y.len() + self.z.len())
     }
 
     /// Points inside `b` (sensor frame, boundary included).
     fn count(&self, b: &Box3) -> usize {
-        if self.x.is_empty() {
-            return 0;
-        }
-        // Every point of the box lies within its half-diagonal of the centre.
-        let r = (0.5 * (b.l * b.l + b.w * b.w + b.h * b.h).sqrt()) as f32;
-        let cell = |v: f32, axis: usize| ((v - self.origin[axis]) / CELL_M).floor();
-        let range = |centre: f64, axis: usize| {
-            let lo = cell(centre as f32 - r, axis).max(0.0);
-            let hi = cell(centre as f32 + r, axis).min((self.dims[axis] - 1) as f32);
-            (lo as usize, hi as usize, lo <= hi)
-        };
-        let ((x0, x1, ok_x), (y0, y1, ok_y)) = (range(b.x, 0), range(b.y, 1));
-        if !(ok_x && ok_y) {
-            return 0;
-        }
-        // A row's cells x0..=x1 are one contiguous run of points.
-        (y0..=y1)
-            .map(|cy| {
-                let row = cy * self.dims[0];
-                let (from, to) = (self.starts[row + x0] as usize, self.starts[row + x1 + 1] as usize);
-                count_points_in_box_xyz(&self.x[from..to], &self.y[from..to], &self.z[from..to], b)
-            })
+        self.cells
+            .point_runs(b)
+            .map(|r| count_points_in_box_xyz(&self.x[r.clone()], &self.y[r.clone()], &self.z[r], b))
             .sum()
     }
 }
@@ -221,9 +139,12 @@ impl<'a> Evidence<'a> {
     /// Points of frame `frame` inside `box_in_world`; `None` when the frame has no points.
     pub(crate) fn count(&self, frame: usize, box_in_world: &Box3) -> Option<usize> {
         let f = self.frames.get(frame)?;
-        let grid = self.grid(frame)?;
         let in_sensor = box_in_world.transformed(&f.world_from_sensor.inverse());
-        Some(grid.count(&in_sensor))
+        match self.points.count_in_box(frame, &in_sensor) {
+            IndexedCount::Inside(n) => Some(n),
+            IndexedCount::NoPoints => None,
+            IndexedCount::NotIndexed => Some(self.grid(frame)?.count(&in_sensor)),
+        }
     }
 }
 

@@ -40,6 +40,24 @@ pub struct TrackFrame {
 pub trait SweepPoints: Sync {
     /// Frame `frame`'s points, or `None` when that frame has none to give.
     fn points_in_sensor(&self, frame: usize) -> Option<Arc<PointCloud>>;
+
+    /// Frame `frame`'s points inside `box_in_sensor`, for a provider that counts them from an
+    /// index of its own without handing the sweep over; the default has none
+    /// ([`IndexedCount::NotIndexed`]: the tracker counts on [`points_in_sensor`](Self::points_in_sensor)).
+    fn count_in_box(&self, _frame: usize, _box_in_sensor: &Box3) -> IndexedCount {
+        IndexedCount::NotIndexed
+    }
+}
+
+/// What [`SweepPoints::count_in_box`] answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IndexedCount {
+    /// The provider keeps no index: count on its points.
+    NotIndexed,
+    /// The frame has no points to give.
+    NoPoints,
+    /// This many points are inside (boundary included).
+    Inside(usize),
 }
 
 /// No points: the tracker decides without points evidence.

@@ -22,7 +22,7 @@ use thiserror::Error;
 
 pub use association::{Candidate, assign};
 pub use config::{AssociationMetric, ClassTrackConfig, StaticTest, TrackConfig, TrackMode, TrackingProfiles};
-pub use input::{NoPoints, SweepPoints, TrackFrame, TrackInputBox};
+pub use input::{IndexedCount, NoPoints, SweepPoints, TrackFrame, TrackInputBox};
 pub use kalman::{CvFilter, FilterStep, flip_near, rts_smooth, unwrap_near};
 pub use output::{BoxOrigin, Consolidation, MotionState, TrackSummary, TrackedBox};
 
