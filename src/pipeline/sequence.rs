@@ -27,7 +27,7 @@ use crate::cloud::PointCloud;
 use crate::detect::Detector;
 use crate::frame::{CameraCalibration, DetectorFrame, GroundTruthBox, ObjectClass, Platform};
 use crate::fuse::Fuser;
-use crate::geometry::{Box3, count_points_in_box};
+use crate::geometry::Box3;
 use crate::normalize::{ClassSizes, FrameInputs, Profile, normalize_frame, normalize_sequence};
 use crate::shards::{
     BoxRow, CameraFootprint, DetectionRow, DetectionsWriter, FrameError, FrameRow, PointsFrame, PointsWriter,
@@ -967,7 +967,13 @@ fn describe_all(
                 ctx.cameras.iter().map(|(_, c)| c).zip(&returns).collect();
             planned
                 .into_iter()
-                .map(|p| describe_box(ctx, &cameras, cloud.as_deref(), p, review))
+                .map(|p| {
+                    // Read from the scratch file's rows of cells, as the tracker's evidence is.
+                    let inside = cloud
+                        .as_ref()
+                        .and_then(|_| points.count_in_box(position, &p.box_sensor));
+                    describe_box(ctx, &cameras, inside.unwrap_or(0), p, review)
+                })
                 .collect()
         })
         .collect();
@@ -984,13 +990,13 @@ static EMPTY_CLOUD: std::sync::LazyLock<PointCloud> = std::sync::LazyLock::new(P
 fn describe_box(
     ctx: &FrameContext,
     camera_returns: &[(&CameraCalibration, &CameraReturns)],
-    cloud: Option<&PointCloud>,
+    points_inside: usize,
     p: PlannedRow,
     review: &Review,
 ) -> BoxRow {
     let (sizes, review) = (&review.sizes, review.config);
     let b = p.box_sensor;
-    let num_points_inside = cloud.map_or(0, |c| count_points_in_box(c, &b)) as i64;
+    let num_points_inside = points_inside as i64;
     let bev_range_m = b.x.hypot(b.y);
     let relative_pitch_rad = b.z.atan2(bev_range_m);
     let views = box_views(camera_returns, &b);
