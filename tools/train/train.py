@@ -168,6 +168,10 @@ class PillarEncoder(nn.Module):
 
     def forward(self, pillars):
         p, n, _ = pillars.shape
+        if p == 0:
+            # Every training window of the step fell on empty ground (sparse drone sweeps with
+            # point dropout): no pillar features, an empty canvas.
+            return pillars.new_zeros(0, self.linear.out_features)
         x = self.norm(self.linear(pillars.view(p * n, -1))).view(p, n, -1)
         return F.relu(x).max(dim=1).values
 
