@@ -291,6 +291,10 @@ enum Command {
         /// frame (its `input_frame`); its boxes come back in the sensor frame.
         #[arg(long)]
         profile: Option<String>,
+        /// Give the points as read, whatever frame the detector's manifest declares (for points
+        /// already in its frame, such as `export_training_set --frame normalized` sweeps).
+        #[arg(long, conflicts_with = "profile")]
+        no_normalize: bool,
     },
     /// Simulate a sequence and write it in its platform's real format: a car as a Waymo v1
     /// segment (`segment-sim_seed<S>_with_camera_labels.tfrecord`), a drone or quadruped as M3ED
@@ -1141,10 +1145,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             frames,
             json,
             profile,
+            no_normalize,
         } => {
             let context = || format!("detect {} with {}", file.display(), detector.display());
             let mut input = boxlayer::detect::DetectInput {
                 kind,
+                as_read: no_normalize,
                 ..Default::default()
             };
             if let Some(name) = &profile {

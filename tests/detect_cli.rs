@@ -154,6 +154,18 @@ fn a_normalized_frame_detector_takes_the_platform_profile_and_detects_as_the_pip
         text.contains("centerpoint_pillar_v2") && text.contains("input_frame") && text.contains("--profile"),
         "{text}"
     );
+    // `--no-normalize` gives the points as read (they are tilted ~40° here, so the boxes are
+    // level in the sensor frame, not in the true gravity frame as below).
+    let as_read = detect(&["--no-normalize"]);
+    assert!(as_read.status.success(), "{}", String::from_utf8_lossy(&as_read.stderr));
+    for l in String::from_utf8(as_read.stdout).unwrap().lines() {
+        let d: serde_json::Value = serde_json::from_str(l).unwrap();
+        assert_eq!(
+            (d["box"][7].as_f64(), d["box"][8].as_f64()),
+            (Some(0.0), Some(0.0)),
+            "{d}"
+        );
+    }
 
     let out = detect(&["--profile", "m3ed_drone"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));

@@ -76,6 +76,8 @@ fn boxlayer_detect(detector: &str, sweep: &Path, out: &Path) {
         ])
         .arg(detector_dir(detector))
         .arg(sweep)
+        // Both sides get the same points, whatever frame the detector was trained in.
+        .arg("--no-normalize")
         .arg("--json")
         .arg(out)
         .output()

@@ -97,8 +97,9 @@ def load_manifest(folder):
             raw = tomllib.load(f)
     except (OSError, tomllib.TOMLDecodeError) as e:
         raise CheckError(f"{path}: {e}") from e
-    top = {"name", "family", "decoder", "models", "points", "pillars", "scatter", "head", "classes",
-           "postprocess", "runtime"}
+    # `input_frame` says which frame the points should be in; both sides here get the same points.
+    top = {"name", "family", "decoder", "input_frame", "models", "points", "pillars", "scatter", "head",
+           "classes", "postprocess", "runtime"}
     check_keys(raw, top, str(path))
     m = {"name": raw.get("name", folder.name)}
     refuse_unless(raw.get("family", "split_pillar"), ["split_pillar"], "family")

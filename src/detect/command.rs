@@ -41,8 +41,11 @@ pub struct DetectInput {
     /// The readers' options (`kitti.fields`, …).
     pub options: crate::sources::SourceOptions,
     /// The platform profile that gravity-aligns each frame for a detector whose manifest says
-    /// `input_frame = "normalized"` (required for one; unused by a `sensor` detector).
+    /// `input_frame = "normalized"` (such a detector needs it, or `as_read`; a `sensor` detector
+    /// ignores it).
     pub profile: Option<crate::normalize::Profile>,
+    /// Give the points as read, whatever frame the detector declares (points already in it).
+    pub as_read: bool,
 }
 
 /// Loads the detector in `detector_dir` (or the `detector.toml` path itself) and runs it on frame
@@ -104,14 +107,20 @@ fn report(
     frame: usize,
     read: crate::Frame,
 ) -> Result<DetectReport, DetectError> {
-    let (detections, timings) = match (detector.manifest().input_frame, &input.profile) {
+    let wanted = if input.as_read {
+        DetectorFrame::Sensor
+    } else {
+        detector.manifest().input_frame
+    };
+    let (detections, timings) = match (wanted, &input.profile) {
         (DetectorFrame::Sensor, _) => detector.detect_timed(&read.cloud)?,
         (DetectorFrame::Normalized, None) => {
             return Err(DetectError::Invalid {
                 detector: detector.name().to_string(),
                 field: "input_frame".into(),
                 reason: "it takes points in the normalized frame: name the log's platform profile \
-                         (`--profile m3ed_drone`, `waymo_vehicle`, … or a profile TOML)"
+                         (`--profile m3ed_drone`, `waymo_vehicle`, … or a profile TOML), or \
+                         `--no-normalize` for points already in that frame"
                     .into(),
             });
         }
