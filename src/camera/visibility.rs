@@ -12,7 +12,7 @@ use nalgebra::Point3;
 
 use super::projection::{MIN_DEPTH_M, ProjectedBox, depth_in_camera, project_box, project_point_in_camera};
 use crate::cloud::PointCloud;
-use crate::frame::CameraCalibration;
+use crate::frame::{CameraAxes, CameraCalibration};
 use crate::geometry::{Box3, box_corners};
 
 /// Cells per side of the grid laid over a box's 2D footprint to measure its occlusion.
@@ -43,10 +43,31 @@ impl CameraReturns {
         let tiles_x = ((w / TILE_PX).ceil() as usize).max(1);
         let tiles_y = ((h / TILE_PX).ceil() as usize).max(1);
         let mut tiles = vec![Vec::new(); tiles_x * tiles_y];
-        let camera_from_sensor = calibration.sensor_from_camera.inverse();
+        // One 3 × 4 matrix for every point (a quaternion rotation per point costs more), and the
+        // depth row first: about half the sweep lies behind any one camera.
+        let camera_from_sensor = calibration.sensor_from_camera.inverse().to_homogeneous();
+        let row = |r: usize| {
+            [
+                camera_from_sensor[(r, 0)],
+                camera_from_sensor[(r, 1)],
+                camera_from_sensor[(r, 2)],
+                camera_from_sensor[(r, 3)],
+            ]
+        };
+        let rows = [row(0), row(1), row(2)];
+        let depth_row = rows[match calibration.axes {
+            CameraAxes::Waymo => 0,
+            CameraAxes::OpenCv => 2,
+        }];
+        let apply = |m: &[f64; 4], p: [f64; 3]| m[0] * p[0] + m[1] * p[1] + m[2] * p[2] + m[3];
         let mut len = 0;
         for ((&x, &y), &z) in cloud.x().iter().zip(cloud.y()).zip(cloud.z()) {
-            let p = camera_from_sensor.transform_point(&Point3::new(f64::from(x), f64::from(y), f64::from(z)));
+            let q = [f64::from(x), f64::from(y), f64::from(z)];
+            // A cull only: a NaN depth falls through to the projection, which refuses it.
+            if apply(&depth_row, q) <= MIN_DEPTH_M {
+                continue;
+            }
+            let p = Point3::new(apply(&rows[0], q), apply(&rows[1], q), apply(&rows[2], q));
             let Some(px) = project_point_in_camera(calibration, &p) else {
                 continue;
             };

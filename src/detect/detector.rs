@@ -694,14 +694,21 @@ impl Detector {
         let row_len: usize = pillars.shape.iter().skip(1).product();
         let mut shape = pillars.shape.clone();
         shape[0] = batch;
-        let mut input = vec![0f32; batch * row_len];
+        // Full runs are views of the sweep's own rows; only the last, short one is copied and padded.
+        let mut padded = Vec::new();
         let mut features = vec![0f32; rows * f];
         let mut start = 0;
         while start < rows {
             let n = batch.min(rows - start);
-            input[..n * row_len].copy_from_slice(&pillars.features[start * row_len..(start + n) * row_len]);
-            input[n * row_len..].fill(0.0);
-            let view = self.tensor_view(encoder, &shape, &input)?;
+            let run = &pillars.features[start * row_len..(start + n) * row_len];
+            let input = if n == batch {
+                run
+            } else {
+                padded.resize(batch * row_len, 0.0);
+                padded[..n * row_len].copy_from_slice(run);
+                &padded[..]
+            };
+            let view = self.tensor_view(encoder, &shape, input)?;
             encoder.run(name, vec![(encoder_input.into(), view)], &[encoder_output], |outputs| {
                 let out = self.encoder_output(encoder, encoder_output, outputs, batch)?;
                 features[start * f..(start + n) * f].copy_from_slice(&out[..n * f]);

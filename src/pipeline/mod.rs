@@ -867,8 +867,6 @@ fn run_one(
     writer.write_frames(&layer.frames)?;
     writer.write_detections(&layer.detections)?;
     let detections_written = writer.detections_written();
-    writer.write_boxes(&layer.boxes)?;
-    writer.write_tracks(&layer.tracks)?;
     let mut times = layer.times.clone();
     let truth = match &options.truth {
         Some(path) => Some(crate::eval::input::load_jsonl(path)?.boxes),
@@ -886,17 +884,33 @@ fn run_one(
             [r[0], r[1], r[3], r[4]].into_iter().fold(0.0f64, |a, b| a.max(b.abs()))
         })
         .reduce(f64::max);
-    let scores = match truth.map(|t| visible_truth(&t, reach)) {
-        Some(truth) if config.origin == LayerOrigin::Detect => {
-            // Pass 1 wrote the raw detections as it went; scoring reads them back.
-            layer.detections = crate::shards::reader::read_detection_rows(&staging.join("detections.parquet"))?;
-            Some(
-                score_layer(&truth, &layer, &p.name, p.platform, &config.fusion, fusion_frame)
-                    .map_err(|e| PipelineError::Config(e.to_string()))?,
-            )
-        }
-        _ => None,
-    };
+    let truth = truth
+        .map(|t| visible_truth(&t, reach))
+        .filter(|_| config.origin == LayerOrigin::Detect);
+    if truth.is_some() {
+        // Pass 1 wrote the raw detections as it went; scoring reads them back.
+        layer.detections = crate::shards::reader::read_detection_rows(&staging.join("detections.parquet"))?;
+    }
+    // The self-scores (fusion and tracking rerun on the truth) are computed while the box and
+    // track files are written.
+    let (boxes_writer, layer_ref) = (&mut writer, &layer);
+    let (written, scores) = rayon::join(
+        move || {
+            boxes_writer
+                .write_boxes(&layer_ref.boxes)
+                .and_then(|()| boxes_writer.write_tracks(&layer_ref.tracks))
+        },
+        || {
+            truth
+                .map(|truth| {
+                    score_layer(&truth, &layer, &p.name, p.platform, &config.fusion, fusion_frame)
+                        .map_err(|e| PipelineError::Config(e.to_string()))
+                })
+                .transpose()
+        },
+    );
+    written?;
+    let scores = scores?;
     let counts = counts_of(&layer, detections_written);
     times.write_s = write_started.elapsed().as_secs_f64();
     times.total_s = started.elapsed().as_secs_f64();

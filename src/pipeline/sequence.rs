@@ -453,9 +453,10 @@ pub fn run_sequence(job: &SequenceJob, writers: Option<FrameWriters<'_>>) -> Res
         source,
     })?;
 
-    // ---- pass 1: read → detect → fuse, in parallel windows --------------------------------
-    // Window k's rows and points are written while window k + 1 is read and detected
-    // (`rayon::join`), so the sequential Parquet writing does not leave the other threads idle.
+    // ---- pass 1: read → detect → fuse, frames streamed in order ----------------------------
+    // Every thread of the pool takes the next frame in order as soon as it is free (no barrier
+    // between windows), and a writer thread keeps the results in frame order as they arrive:
+    // rows, points and scratch copy frame by frame, the raw detections window by window.
     let pass_started = Instant::now();
     let (points, detections) = match writers {
         Some(w) => (Some(w.points), Some(w.detections)),
@@ -473,31 +474,7 @@ pub fn run_sequence(job: &SequenceJob, writers: Option<FrameWriters<'_>>) -> Res
         times: StageTimes::default(),
     };
     let bar = super::progress_bar(job.progress, positions.len() as u64, &format!("frames of {name}"));
-    let mut windows = positions.chunks(config.runtime.window_frames);
-    let mut pending: Option<Vec<(Result<FrameResult, PipelineError>, usize)>> = None;
-    let stopped = || job.stop.map_or(Ok(()), |s| s.check());
-    loop {
-        stopped()?;
-        let window = windows.next();
-        if window.is_none() && pending.is_none() {
-            break;
-        }
-        let (computed, written) = rayon::join(
-            || {
-                window.map(|w| {
-                    w.par_iter()
-                        .map(|&p| (first_pass_frame(source, p, job, &fuser), p))
-                        .collect::<Vec<_>>()
-                })
-            },
-            || pending.take().map_or(Ok(()), |done| state.keep(done)),
-        );
-        written?;
-        if let (Some(bar), Some(w)) = (&bar, window) {
-            bar.inc(w.len() as u64);
-        }
-        pending = computed;
-    }
+    stream_first_pass(job, &fuser, &positions, &mut state, bar.as_ref())?;
     let FirstPassState {
         mut contexts,
         mut times,
@@ -517,6 +494,7 @@ pub fn run_sequence(job: &SequenceJob, writers: Option<FrameWriters<'_>>) -> Res
         times.per_frame_s,
         layer.errors.len()
     );
+    let stopped = || job.stop.map_or(Ok(()), |s| s.check());
 
     // ---- normalization over the sequence ---------------------------------------------------
     if let Some(profile) = job.normalize {
@@ -594,6 +572,71 @@ pub fn run_sequence(job: &SequenceJob, writers: Option<FrameWriters<'_>>) -> Res
     times.total_s = total_started.elapsed().as_secs_f64();
     layer.times = times;
     Ok(layer)
+}
+
+/// Pass 1 over `positions`: each pool thread computes the next unclaimed frame
+/// ([`rayon::broadcast`], one loop per thread, so no loop waits inside another's frame), and a
+/// writer thread puts the results back in frame order and hands them to `state` in windows of
+/// `runtime.window_frames` positions. The first error `state` refuses (or a stop signal) ends
+/// the pass; frames already claimed finish and are dropped.
+fn stream_first_pass(
+    job: &SequenceJob,
+    fuser: &Fuser,
+    positions: &[usize],
+    state: &mut FirstPassState<'_, '_>,
+    bar: Option<&indicatif::ProgressBar>,
+) -> Result<(), PipelineError> {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    type Computed = (usize, Result<FrameResult, PipelineError>);
+    let window = job.config.runtime.window_frames.max(1);
+    let next = AtomicUsize::new(0);
+    let ended = AtomicBool::new(false);
+    let (sender, receiver) = std::sync::mpsc::sync_channel::<Computed>(window);
+    std::thread::scope(|scope| {
+        let writer = scope.spawn(move || -> Result<(), PipelineError> {
+            let mut waiting: BTreeMap<usize, Result<FrameResult, PipelineError>> = BTreeMap::new();
+            let mut expected = 0;
+            let mut batch = Vec::with_capacity(window);
+            for (k, result) in receiver {
+                waiting.insert(k, result);
+                while let Some(result) = waiting.remove(&expected) {
+                    batch.push((result, positions[expected]));
+                    expected += 1;
+                    if batch.len() == window || expected == positions.len() {
+                        let done = batch.len() as u64;
+                        state.keep(std::mem::replace(&mut batch, Vec::with_capacity(window)))?;
+                        if let Some(bar) = bar {
+                            bar.inc(done);
+                        }
+                    }
+                }
+            }
+            Ok(())
+        });
+        rayon::broadcast(|_| {
+            let sender = sender.clone();
+            while !ended.load(Ordering::Relaxed) {
+                if job.stop.is_some_and(|s| s.check().is_err()) {
+                    ended.store(true, Ordering::Relaxed);
+                    break;
+                }
+                let k = next.fetch_add(1, Ordering::Relaxed);
+                if k >= positions.len() {
+                    break;
+                }
+                let result = first_pass_frame(job.source, positions[k], job, fuser);
+                if sender.send((k, result)).is_err() {
+                    // The writer stopped on an error.
+                    ended.store(true, Ordering::Relaxed);
+                    break;
+                }
+            }
+        });
+        drop(sender);
+        writer.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    })?;
+    // A stop signal ends the pass with the frames not yet claimed unread.
+    job.stop.map_or(Ok(()), |s| s.check())
 }
 
 fn sanitize(name: &str) -> String {
