@@ -11,24 +11,22 @@ fn fixture(rel: &str) -> PathBuf {
         .join(rel)
 }
 
-/// Copies a fixture manifest into a fresh folder with `edit` applied; model paths become absolute.
-fn edited(name: &str, edit: impl Fn(String) -> String) -> PathBuf {
+/// Copies a fixture manifest into a fresh folder (removed when dropped) with `edit` applied; model
+/// paths become absolute.
+fn edited(name: &str, edit: impl Fn(String) -> String) -> tempfile::TempDir {
     let src = fixture(name);
     let text = std::fs::read_to_string(src.join("detector.toml")).unwrap();
     let text = text.replace("file = \"../", &format!("file = \"{}/../", src.display()));
-    let dir = std::env::temp_dir().join(format!("boxlayer-detect-{}-{}-{}", std::process::id(), name, next_id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("detector.toml"), edit(text)).unwrap();
+    let dir = tempfile::Builder::new()
+        .prefix(&format!("boxlayer-detect-{name}-"))
+        .tempdir()
+        .unwrap();
+    std::fs::write(dir.path().join("detector.toml"), edit(text)).unwrap();
     dir
 }
 
-fn next_id() -> usize {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    static N: AtomicUsize = AtomicUsize::new(0);
-    N.fetch_add(1, Ordering::Relaxed)
-}
-
-fn load_err(dir: &Path) -> DetectError {
+fn load_err(dir: impl AsRef<Path>) -> DetectError {
+    let dir = dir.as_ref();
     match Detector::load(dir) {
         Ok(_) => panic!("{} loaded but should not", dir.display()),
         Err(e) => e,
