@@ -39,7 +39,9 @@ pub use renormalize::{RenormalizeSummary, renormalize, shard_options};
 pub use resume::{
     FAILED_SUFFIX, FailureRecord, LOCKS_DIR, OnDisk, RunIdentity, SequenceLock, error_chain, on_disk, read_failure,
 };
-pub use score::{ClassAp, LayerScores, class_ap, label_truth, score_layer, visible_truth};
+pub use score::{
+    ClassAp, HeadingShares, LayerScores, class_ap, label_truth, score_layer, vehicle_heading, visible_truth,
+};
 pub use sequence::{
     DetectionsFrom, FrameWriters, SequenceDetector, SequenceJob, SequenceLayer, run_sequence, track_input,
 };
@@ -1032,11 +1034,14 @@ impl std::fmt::Display for RunSummary {
                 let pct = |x: Option<f64>| x.map_or_else(|| "-".to_string(), |v| format!("{:.1}", 100.0 * v));
                 writeln!(
                     f,
-                    "  vs the truth: vehicle AP@0.7 {} (fused {}), pedestrian AP@0.5 {}, vehicle MOTA {}",
+                    "  vs the truth: vehicle AP@0.7 {} (fused {}), pedestrian AP@0.5 {}, vehicle MOTA {}, \
+                     vehicle headings right {} % (turned round {} %)",
                     pct(sc.consolidated.vehicle),
                     pct(sc.fused.vehicle),
                     pct(sc.consolidated.pedestrian),
-                    sc.vehicle_mota.map_or_else(|| "-".to_string(), |m| format!("{m:.3}"))
+                    sc.vehicle_mota.map_or_else(|| "-".to_string(), |m| format!("{m:.3}")),
+                    pct(sc.vehicle_heading.map(|h| h.correct)),
+                    pct(sc.vehicle_heading.map(|h| h.flipped)),
                 )?;
             }
         }

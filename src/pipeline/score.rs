@@ -1,7 +1,7 @@
 //! Scores a sequence's layer against ground truth at each step — every single detector, the
 //! fused boxes (KBF as configured and WBF beside it), the consolidated layer — with the
 //! evaluator's BEV AP (R40; vehicles at IoU 0.7, pedestrians and cyclists at 0.5) and vehicle
-//! CLEAR-MOT. The run writes it into `manifest.json` when the source has labels; the demo and
+//! CLEAR-MOT, and how often the matched vehicles' headings are right or turned round. The run writes it into `manifest.json` when the source has labels; the demo and
 //! `docs/pipeline.md` print it against the simulator's truth.
 
 use std::collections::BTreeMap;
@@ -17,8 +17,8 @@ use crate::eval::{
 };
 use crate::frame::{DetectorFrame, GroundTruthBox, ObjectClass, Platform};
 use crate::fuse::{FuseError, Fuser, FusionConfig, FusionMethod};
-use crate::geometry::Box3;
 use crate::geometry::pose::isometry_from_row_major;
+use crate::geometry::{Box3, iou_bev, wrap_angle};
 
 /// BEV AP R40 per class (`None`: no ground truth of the class).
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
@@ -50,6 +50,71 @@ pub struct LayerScores {
     pub vehicle_id_switches: usize,
     /// Vehicle ground-truth tracks.
     pub vehicle_gt_tracks: usize,
+    /// Headings of the fused vehicles matched to the truth.
+    #[serde(default)]
+    pub fused_vehicle_heading: Option<HeadingShares>,
+    /// Headings of the final layer's vehicles matched to the truth.
+    #[serde(default)]
+    pub vehicle_heading: Option<HeadingShares>,
+}
+
+/// Largest heading error counted as right, and smallest counted as turned round (its
+/// complement to 180°).
+pub const HEADING_TOLERANCE_DEG: f64 = 30.0;
+
+/// BEV IoU at which a vehicle box counts as matched to a true one for its heading.
+pub const HEADING_MATCH_IOU: f64 = 0.5;
+
+/// How the headings of boxes matched to the truth compare with it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct HeadingShares {
+    /// Boxes matched (BEV IoU ≥ [`HEADING_MATCH_IOU`], greedily by score within each frame).
+    pub matched: usize,
+    /// Share within [`HEADING_TOLERANCE_DEG`] of the true heading.
+    pub correct: f64,
+    /// Share within [`HEADING_TOLERANCE_DEG`] of the true heading turned by 180°.
+    pub flipped: f64,
+}
+
+/// Heading shares of the vehicles in `predicted` against those in `truth`; `None` when none
+/// matched.
+pub fn vehicle_heading(truth: &[EvalBox], predicted: &[EvalBox]) -> Option<HeadingShares> {
+    let mut frames: BTreeMap<&FrameKey, (Vec<&EvalBox>, Vec<&EvalBox>)> = BTreeMap::new();
+    for b in truth.iter().filter(|b| b.class == ObjectClass::Vehicle) {
+        frames.entry(&b.frame).or_default().0.push(b);
+    }
+    for b in predicted.iter().filter(|b| b.class == ObjectClass::Vehicle) {
+        if let Some(entry) = frames.get_mut(&b.frame) {
+            entry.1.push(b);
+        }
+    }
+    let (mut matched, mut correct, mut flipped) = (0usize, 0usize, 0usize);
+    for (truth, mut predicted) in frames.into_values() {
+        predicted.sort_by(|a, b| b.score.total_cmp(&a.score));
+        let mut taken = vec![false; truth.len()];
+        for p in predicted {
+            let best = truth
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| !taken[*i])
+                .map(|(i, t)| (i, iou_bev(&p.bbox, &t.bbox)))
+                .filter(|(_, iou)| *iou >= HEADING_MATCH_IOU)
+                .max_by(|a, b| a.1.total_cmp(&b.1));
+            let Some((i, _)) = best else {
+                continue;
+            };
+            taken[i] = true;
+            matched += 1;
+            let off = wrap_angle(p.bbox.yaw - truth[i].bbox.yaw).abs().to_degrees();
+            correct += usize::from(off <= HEADING_TOLERANCE_DEG);
+            flipped += usize::from(off >= 180.0 - HEADING_TOLERANCE_DEG);
+        }
+    }
+    (matched > 0).then(|| HeadingShares {
+        matched,
+        correct: correct as f64 / matched as f64,
+        flipped: flipped as f64 / matched as f64,
+    })
 }
 
 fn key(sequence: &str, frame: i64) -> FrameKey {
@@ -238,5 +303,46 @@ pub fn score_layer(
         vehicle_mota: vehicle.and_then(|r| r.clear_mot.mota),
         vehicle_id_switches: vehicle.map_or(0, |r| r.clear_mot.id_switches),
         vehicle_gt_tracks: vehicle.map_or(0, |r| r.clear_mot.num_gt_tracks),
+        fused_vehicle_heading: vehicle_heading(truth, &fused),
+        vehicle_heading: vehicle_heading(truth, &consolidated),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::f64::consts::FRAC_PI_4;
+
+    use super::*;
+
+    fn vehicle(frame: i64, x: f64, yaw: f64, score: f64) -> EvalBox {
+        sized(frame, x, yaw, score, [4.5, 2.0])
+    }
+
+    fn sized(frame: i64, x: f64, yaw: f64, score: f64, [l, w]: [f64; 2]) -> EvalBox {
+        let bbox = Box3::from_array([x, 0.0, 0.0, l, w, 1.6, yaw, 0.0, 0.0]);
+        eval_box("s", frame, bbox, ObjectClass::Vehicle, score, None, Platform::Vehicle)
+    }
+
+    #[test]
+    fn heading_shares_count_right_turned_and_wrong_headings_of_matched_vehicles() {
+        // Frame 1's square box turned 45° still overlaps at BEV IoU 0.83 / 1.17 = 0.71.
+        let truth = [
+            vehicle(0, 0.0, 0.3, 1.0),
+            vehicle(0, 10.0, -1.0, 1.0),
+            sized(1, 0.0, 2.0, 1.0, [2.0, 2.0]),
+        ];
+        let predicted = [
+            vehicle(0, 0.2, 0.3 + 0.4, 0.9),                    // 23° off: right
+            vehicle(0, 10.1, -1.0 + std::f64::consts::PI, 0.8), // turned round
+            vehicle(0, 0.1, 0.3, 0.5),                          // its truth already taken
+            vehicle(0, 30.0, 0.0, 0.9),                         // no truth there
+            sized(1, 0.0, 2.0 + FRAC_PI_4, 0.7, [2.0, 2.0]),    // 45° off: neither
+            vehicle(2, 0.0, 0.0, 0.9),                          // a frame without truth
+        ];
+        let shares = vehicle_heading(&truth, &predicted).unwrap();
+        assert_eq!(shares.matched, 3);
+        assert!((shares.correct - 1.0 / 3.0).abs() < 1e-12, "{shares:?}");
+        assert!((shares.flipped - 1.0 / 3.0).abs() < 1e-12, "{shares:?}");
+        assert_eq!(vehicle_heading(&truth, &predicted[3..4]), None);
+    }
 }

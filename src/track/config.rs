@@ -154,6 +154,14 @@ pub struct ClassTrackConfig {
     /// A track reaches its full score at this many observations (fewer scale it down
     /// linearly); default 5.
     pub full_score_observations: u32,
+    /// Moving objects go forwards: a dynamic track whose detections point against its own
+    /// travel is turned round, overriding the detectors' vote (their direction is often a
+    /// guess); default true.
+    pub heading_from_motion: bool,
+    /// …when its ends are at least this far apart against its heading (m); default 3.0…
+    pub heading_min_travel_m: f64,
+    /// …and it covers them at this speed or more (m/s; 1 m/s is 3.6 km/h); default 1.0.
+    pub heading_min_speed_mps: f64,
 }
 
 impl Default for ClassTrackConfig {
@@ -195,6 +203,9 @@ impl Default for ClassTrackConfig {
             interpolation_score_factor: 0.9,
             detection_score_weight: 0.5,
             full_score_observations: 5,
+            heading_from_motion: true,
+            heading_min_travel_m: 3.0,
+            heading_min_speed_mps: 1.0,
         }
     }
 }
