@@ -7,7 +7,7 @@ For each frame, each true vehicle moving faster than --min-speed (the simulator'
 `boxes.parquet` within 2 m (BEV centre, sensor frame); the share of matched boxes whose heading
 is within 30° of the truth, and within 30° of it turned round, is printed per file.
 
-    python3 tools/moving_headings.py --truth logs/sim_seed5000_boxes_gt.parquet \
+    python3 tools/check_moving_headings.py --truth logs/sim_seed5000_boxes_gt.parquet \
         --boxes off/vehicle/sim_seed5000/boxes.parquet on/vehicle/sim_seed5000/boxes.parquet
 """
 import argparse
