@@ -577,8 +577,10 @@ pub fn run_sequence(job: &SequenceJob, writers: Option<FrameWriters<'_>>) -> Res
 /// Pass 1 over `positions`: each pool thread computes the next unclaimed frame
 /// ([`rayon::broadcast`], one loop per thread, so no loop waits inside another's frame), and a
 /// writer thread puts the results back in frame order and hands them to `state` in windows of
-/// `runtime.window_frames` positions. The first error `state` refuses (or a stop signal) ends
-/// the pass; frames already claimed finish and are dropped.
+/// `runtime.window_frames` positions. No thread starts a frame a window or more past the last
+/// one put in order, so one slow frame does not let results pile up: at most two windows are
+/// held (the batch being filled and the frames ahead of it), as in the windowed pass before. The first error `state` refuses (or a stop signal) ends the pass;
+/// frames already claimed finish and are dropped.
 fn stream_first_pass(
     job: &SequenceJob,
     fuser: &Fuser,
@@ -590,10 +592,23 @@ fn stream_first_pass(
     type Computed = (usize, Result<FrameResult, PipelineError>);
     let window = job.config.runtime.window_frames.max(1);
     let next = AtomicUsize::new(0);
+    // Frames put in order so far; a thread waits while its frame is a window or more past it.
+    // The frame the writer waits for is never held back, since it is below that bound.
+    let handed_on = AtomicUsize::new(0);
     let ended = AtomicBool::new(false);
     let (sender, receiver) = std::sync::mpsc::sync_channel::<Computed>(window);
     std::thread::scope(|scope| {
+        let handed_on = &handed_on;
+        let ended = &ended;
         let writer = scope.spawn(move || -> Result<(), PipelineError> {
+            // However the writer ends (done, an error, a panic), no thread waits for it any more.
+            struct EndOnDrop<'a>(&'a AtomicBool);
+            impl Drop for EndOnDrop<'_> {
+                fn drop(&mut self) {
+                    self.0.store(true, Ordering::Relaxed);
+                }
+            }
+            let _end = EndOnDrop(ended);
             let mut waiting: BTreeMap<usize, Result<FrameResult, PipelineError>> = BTreeMap::new();
             let mut expected = 0;
             let mut batch = Vec::with_capacity(window);
@@ -602,6 +617,7 @@ fn stream_first_pass(
                 while let Some(result) = waiting.remove(&expected) {
                     batch.push((result, positions[expected]));
                     expected += 1;
+                    handed_on.store(expected, Ordering::Release);
                     if batch.len() == window || expected == positions.len() {
                         let done = batch.len() as u64;
                         state.keep(std::mem::replace(&mut batch, Vec::with_capacity(window)))?;
@@ -622,6 +638,12 @@ fn stream_first_pass(
                 }
                 let k = next.fetch_add(1, Ordering::Relaxed);
                 if k >= positions.len() {
+                    break;
+                }
+                while k >= handed_on.load(Ordering::Acquire) + window && !ended.load(Ordering::Relaxed) {
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+                if ended.load(Ordering::Relaxed) {
                     break;
                 }
                 let result = first_pass_frame(job.source, positions[k], job, fuser);
