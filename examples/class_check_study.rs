@@ -158,6 +158,7 @@ fn main() -> Result<()> {
                     progress: false,
                     normalize: None,
                     fusion_frame: boxlayer::DetectorFrame::Sensor,
+                    views: &[],
                     classifier: Some(&classifier),
                     stop: None,
                 },

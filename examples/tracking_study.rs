@@ -553,6 +553,7 @@ fn main() -> Result<()> {
                         scratch_dir: None,
                         normalize: None,
                         fusion_frame: boxlayer::DetectorFrame::Sensor,
+                        views: &[],
                         progress: false,
                         classifier: None,
                         stop: None,

@@ -131,6 +131,7 @@ fn verdicts_notes_and_conflicts_follow_the_images() {
             progress: false,
             normalize: None,
             fusion_frame: boxlayer::DetectorFrame::Sensor,
+            views: &[],
             classifier: Some(&classifier),
             stop: None,
         },

@@ -26,6 +26,34 @@ pub fn fuse_boxes(
     Fuser::new(config, platform)?.fuse(detections)
 }
 
+/// The detectors a frame was run with and where each can see. A detector that could not have
+/// seen a box's place (outside its input grid) does not count against it in the vote share
+/// (KBF's `score_by_detector_share`, WBF's rescaling); one with no box in the frame still does.
+#[derive(Clone, Copy)]
+pub struct Roster<'a> {
+    /// Every detector run on the frame, also those with no box in it.
+    pub detectors: &'a [&'a str],
+    /// Whether `detector` could have seen a box at `box3` (in the frame fused in).
+    pub sees: &'a (dyn Fn(&str, &Box3) -> bool + Sync),
+}
+
+/// The frame's detectors and their view: the roster's (and any other that voted), or, without
+/// a roster, those with a box in the frame, each seeing everywhere.
+struct Voters<'a> {
+    all: Vec<&'a str>,
+    sees: Option<&'a (dyn Fn(&str, &Box3) -> bool + Sync)>,
+}
+
+impl Voters<'_> {
+    /// The detectors that could have voted for `b`: those that did and those that see its place.
+    fn eligible<'s>(&'s self, voted: &'s [String], b: &'s Box3) -> impl Iterator<Item = &'s str> + 's {
+        self.all
+            .iter()
+            .copied()
+            .filter(move |d| self.sees.is_none_or(|sees| sees(d, b)) || voted.iter().any(|v| v == d))
+    }
+}
+
 /// The input boxes of one class that pass its score threshold and weigh more than zero.
 struct ClassInput {
     /// Indices into the frame's detections.
@@ -58,10 +86,23 @@ impl Fuser {
     /// descending score (ties by first member). Fails on a detection with non-finite values, a
     /// negative size or a score outside [0, 1].
     pub fn fuse(&self, detections: &[Detection]) -> Result<Vec<FusedBox>, FuseError> {
+        self.fuse_with(detections, None)
+    }
+
+    /// Fuses one frame as [`Fuser::fuse`] does, with the vote shares taken over `roster`: every
+    /// detector run on the frame, each counted only where it could see.
+    pub fn fuse_with(&self, detections: &[Detection], roster: Option<&Roster>) -> Result<Vec<FusedBox>, FuseError> {
         validate_detections(detections)?;
         let mut detectors: Vec<&str> = detections.iter().map(|d| d.detector.as_str()).collect();
+        if let Some(r) = roster {
+            detectors.extend_from_slice(r.detectors);
+        }
         detectors.sort_unstable();
         detectors.dedup();
+        let voters = Voters {
+            all: detectors,
+            sees: roster.map(|r| r.sees),
+        };
         let mut out = Vec::new();
         for class in ObjectClass::ALL {
             let config = self.config.class(class);
@@ -73,9 +114,9 @@ impl Fuser {
                 continue;
             }
             let mut fused = match self.config.method {
-                FusionMethod::Kbf => kbf(detections, &input, class, config, &detectors)?,
-                FusionMethod::Wbf => wbf(detections, &input, class, config, &detectors),
-                FusionMethod::SingleDetector => single_detector(detections, &input, class, config, &detectors),
+                FusionMethod::Kbf => kbf(detections, &input, class, config, &voters)?,
+                FusionMethod::Wbf => wbf(detections, &input, class, config, &voters),
+                FusionMethod::SingleDetector => single_detector(detections, &input, class, config, &voters.all),
                 FusionMethod::UnionNms => union_nms(detections, &input, class, config),
             };
             fused.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.members.cmp(&b.members)));
@@ -147,13 +188,13 @@ fn fused_box(
     }
 }
 
-/// The share of the frame's total detector weight held by the detectors that voted.
-fn detector_share(voters: &[String], all: &[&str], config: &ClassFusionConfig) -> f64 {
-    let total: f64 = all.iter().map(|d| config.detector_weight(d)).sum();
+/// The share of the weight of the detectors that could have voted for `b` held by those that did.
+fn detector_share(voted: &[String], b: &Box3, voters: &Voters, config: &ClassFusionConfig) -> f64 {
+    let total: f64 = voters.eligible(voted, b).map(|d| config.detector_weight(d)).sum();
     if total <= 0.0 {
         return 1.0;
     }
-    voters.iter().map(|d| config.detector_weight(d)).sum::<f64>() / total
+    voted.iter().map(|d| config.detector_weight(d)).sum::<f64>() / total
 }
 
 /// The members' weighted agreement with the fused centre, `Σ wᵢ·exp(−dᵢ²/2s²) / Σ wᵢ` in (0, 1]
@@ -179,7 +220,7 @@ fn kbf(
     input: &ClassInput,
     class: ObjectClass,
     config: &ClassFusionConfig,
-    all_detectors: &[&str],
+    voters: &Voters,
 ) -> Result<Vec<FusedBox>, FuseError> {
     let centres: Vec<[f64; 3]> = input
         .indices
@@ -208,7 +249,7 @@ fn kbf(
         let indices = cluster.iter().map(|&k| input.indices[k]).collect();
         let mut b = fused_box(detections, indices, box3, class, score);
         if config.score_by_detector_share {
-            b.score = (f64::from(b.score) * detector_share(&b.detectors, all_detectors, config)) as f32;
+            b.score = (f64::from(b.score) * detector_share(&b.detectors, &b.box3, voters, config)) as f32;
         }
         if config.agreement_sigma_m > 0.0 {
             b.score = (f64::from(b.score) * centre_agreement(&members, &box3, config.agreement_sigma_m)) as f32;
@@ -227,25 +268,29 @@ fn wbf(
     input: &ClassInput,
     class: ObjectClass,
     config: &ClassFusionConfig,
-    all_detectors: &[&str],
+    voters: &Voters,
 ) -> Vec<FusedBox> {
     let boxes: Vec<Box3> = input.indices.iter().map(|&i| detections[i].box3).collect();
     let scores: Vec<f64> = input.indices.iter().map(|&i| f64::from(detections[i].score)).collect();
     let clusters = weighted_boxes_fusion(&boxes, &scores, &input.detector_weights, config.wbf_iou);
     // ZFTurbo's rescaling: avg(score × weight) × min(#models, #boxes) / Σ model weights, with the
-    // frame's detectors as the models.
-    let models = all_detectors.len().max(1) as f64;
-    let model_weight: f64 = all_detectors.iter().map(|d| config.detector_weight(d)).sum();
+    // frame's detectors that could have seen the box as the models.
     clusters
         .into_iter()
         .map(|c| {
+            let indices: Vec<usize> = c.members.iter().map(|&k| input.indices[k]).collect();
+            let mut voted: Vec<String> = indices.iter().map(|&i| detections[i].detector.clone()).collect();
+            voted.sort_unstable();
+            voted.dedup();
+            let (models, model_weight) = voters
+                .eligible(&voted, &c.box3)
+                .fold((0usize, 0.0), |(n, w), d| (n + 1, w + config.detector_weight(d)));
             let n = c.members.len() as f64;
             let score = if model_weight > 0.0 {
-                c.mean_weighted_score * models.min(n) / model_weight
+                c.mean_weighted_score * (models.max(1) as f64).min(n) / model_weight
             } else {
                 c.mean_weighted_score
             };
-            let indices = c.members.iter().map(|&k| input.indices[k]).collect();
             fused_box(detections, indices, c.box3, class, score)
         })
         .collect()
@@ -392,6 +437,54 @@ mod tests {
         single.vehicle.detector_weights.insert("c".into(), 3.0);
         // c is the heaviest, but its only box is below the threshold.
         assert!(fuse_boxes(&dets, &single, Platform::Vehicle).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_detector_that_cannot_see_a_place_does_not_count_against_a_box_there() {
+        // a and b see ±60 m, c only ±40 m; d ran on the frame and found nothing.
+        let dets = vec![
+            det(10.0, 0.0, 0.0, 0.8, "a"),
+            det(10.1, 0.0, 0.0, 0.8, "b"),
+            det(10.0, 0.1, 0.0, 0.8, "c"),
+            det(50.0, 0.0, 0.0, 0.8, "a"),
+            det(50.1, 0.0, 0.0, 0.8, "b"),
+        ];
+        let sees = |name: &str, b: &Box3| {
+            if name == "c" {
+                b.x.abs() <= 40.0
+            } else {
+                b.x.abs() <= 60.0
+            }
+        };
+        let roster = Roster {
+            detectors: &["a", "b", "c", "d"],
+            sees: &sees,
+        };
+        let mut kbf_config = config(FusionMethod::Kbf, 1);
+        kbf_config.vehicle.score_by_detector_share = true;
+        let fuser = Fuser::new(&kbf_config, Platform::Vehicle).unwrap();
+        let score_at = |fused: &[FusedBox], x: f64| fused.iter().find(|b| (b.box3.x - x).abs() < 1.0).unwrap().score;
+        // Without a roster: the three detectors with boxes, seeing everywhere.
+        let plain = fuser.fuse(&dets).unwrap();
+        approx::assert_relative_eq!(score_at(&plain, 10.0), 0.8, max_relative = 1e-6);
+        approx::assert_relative_eq!(score_at(&plain, 50.0), 0.8 * 2.0 / 3.0, max_relative = 1e-6);
+        // With it: d counts everywhere (3 of 4 near, 2 of 3 far: c cannot see 50 m).
+        let seen = fuser.fuse_with(&dets, Some(&roster)).unwrap();
+        approx::assert_relative_eq!(score_at(&seen, 10.0), 0.8 * 3.0 / 4.0, max_relative = 1e-6);
+        approx::assert_relative_eq!(score_at(&seen, 50.0), 0.8 * 2.0 / 3.0, max_relative = 1e-6);
+        // WBF's models are the detectors that could have seen the box: avg × min(n, models) / models.
+        let wbf = Fuser::new(&config(FusionMethod::Wbf, 1), Platform::Vehicle).unwrap();
+        let seen = wbf.fuse_with(&dets, Some(&roster)).unwrap();
+        approx::assert_relative_eq!(score_at(&seen, 10.0), 0.8 * 3.0 / 4.0, max_relative = 1e-6);
+        approx::assert_relative_eq!(score_at(&seen, 50.0), 0.8 * 2.0 / 3.0, max_relative = 1e-6);
+        // A voter counts even where its view says it cannot see.
+        let blind = |_: &str, _: &Box3| false;
+        let roster = Roster {
+            detectors: &["a", "b", "c", "d"],
+            sees: &blind,
+        };
+        let seen = fuser.fuse_with(&dets, Some(&roster)).unwrap();
+        approx::assert_relative_eq!(score_at(&seen, 10.0), 0.8, max_relative = 1e-6);
     }
 
     #[test]

@@ -17,7 +17,7 @@ use crate::frame::{ObjectClass, Platform};
 
 pub use cluster::radius_clusters;
 pub use config::{CentreEstimate, ClassFusionConfig, FusionConfig, FusionMethod, PlatformOverrides, YawEstimate};
-pub use fuser::{Fuser, fuse_boxes};
+pub use fuser::{Fuser, Roster, fuse_boxes};
 pub use kbf::{KbfMember, fuse_cluster};
 pub use kde::{
     Bandwidth, GaussianKde, KDE_SINGULAR_RELATIVE_TOL, circular_reference, yaw_axis_peak, yaw_mode_member,

@@ -43,7 +43,7 @@ pub use score::{
     ClassAp, HeadingShares, LayerScores, class_ap, label_truth, score_layer, vehicle_heading, visible_truth,
 };
 pub use sequence::{
-    DetectionsFrom, FrameWriters, SequenceDetector, SequenceJob, SequenceLayer, run_sequence, track_input,
+    DetectionsFrom, DetectorView, FrameWriters, SequenceDetector, SequenceJob, SequenceLayer, run_sequence, track_input,
 };
 pub use stop::StopSignal;
 pub use workers::WorkerShare;
@@ -751,11 +751,11 @@ fn detector_records(
 /// The frame each of the config's detectors for `platform` is given points in: the profile's
 /// `detector.input_frame = "normalized"` moves them all, otherwise each manifest's own
 /// `input_frame` stands. Read from the manifests, so that a `--from` run fuses as the full run did.
-fn detector_frames(
+fn detector_views(
     options: &RunOptions,
     platform: Platform,
     profile: Option<&crate::normalize::Profile>,
-) -> Result<Vec<DetectorFrame>, PipelineError> {
+) -> Result<Vec<DetectorView>, PipelineError> {
     let forced = profile.is_some_and(|p| p.detector.input_frame == DetectorFrame::Normalized);
     options
         .config
@@ -780,7 +780,11 @@ fn detector_frames(
                     manifest.name
                 )));
             }
-            Ok(frame)
+            Ok(DetectorView {
+                name: manifest.name,
+                frame,
+                range: manifest.pillars.point_cloud_range,
+            })
         })
         .collect()
 }
@@ -831,7 +835,10 @@ fn run_one(
     let profile = config
         .normalization_profile(&options.config.path, p.platform, source.meta().source_kind)
         .map_err(|e| PipelineError::Config(e.to_string()))?;
-    let frames = detector_frames(options, p.platform, profile.as_ref().map(|l| &l.profile))?;
+    let views = detector_views(options, p.platform, profile.as_ref().map(|l| &l.profile))?;
+    let frames: Vec<DetectorFrame> = views.iter().map(|v| v.frame).collect();
+    // A user's own detections name their own detectors: where those see is not known.
+    let views = if given.is_some() { Vec::new() } else { views };
     let platform_detectors: Vec<SequenceDetector> = config
         .detectors
         .iter()
@@ -860,6 +867,7 @@ fn run_one(
         progress: options.progress,
         normalize: profile.as_ref().map(|p| &p.profile),
         fusion_frame,
+        views: &views,
         classifier,
         stop: Some(&options.stop),
     };
@@ -905,8 +913,16 @@ fn run_one(
         || {
             truth
                 .map(|truth| {
-                    score_layer(&truth, &layer, &p.name, p.platform, &config.fusion, fusion_frame)
-                        .map_err(|e| PipelineError::Config(e.to_string()))
+                    score_layer(
+                        &truth,
+                        &layer,
+                        &p.name,
+                        p.platform,
+                        &config.fusion,
+                        fusion_frame,
+                        &views,
+                    )
+                    .map_err(|e| PipelineError::Config(e.to_string()))
                 })
                 .transpose()
         },

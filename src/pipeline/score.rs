@@ -200,6 +200,7 @@ pub fn score_layer(
     platform: Platform,
     fusion: &FusionConfig,
     fusion_frame: DetectorFrame,
+    views: &[super::DetectorView],
 ) -> Result<LayerScores, FuseError> {
     let mut per_detector: BTreeMap<String, Vec<EvalBox>> = BTreeMap::new();
     for d in &layer.detections {
@@ -265,7 +266,13 @@ pub fn score_layer(
                 d.box3 = d.box3.transformed(n);
             }
         }
-        for b in wbf.fuse(detections)? {
+        let names: Vec<&str> = views.iter().map(|v| v.name.as_str()).collect();
+        let sees = |name: &str, b: &Box3| views.iter().find(|v| v.name == name).is_none_or(|v| v.sees_fused(b, n));
+        let roster = crate::fuse::Roster {
+            detectors: &names,
+            sees: &sees,
+        };
+        for b in wbf.fuse_with(detections, (!views.is_empty()).then_some(&roster))? {
             fused_wbf.push(eval_box(
                 sequence,
                 *frame,

@@ -48,6 +48,39 @@ pub struct SequenceDetector<'a> {
     pub frame: DetectorFrame,
 }
 
+/// Where a detector can see: a box whose place is outside its input grid is not counted against
+/// it when fusion weighs the votes (`fuse::Roster`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DetectorView {
+    /// The detector's name, as its boxes carry it.
+    pub name: String,
+    /// The frame of the points it takes.
+    pub frame: DetectorFrame,
+    /// Its grid's `point_cloud_range` `[x_min, y_min, z_min, x_max, y_max, z_max]` (m, in `frame`).
+    pub range: [f64; 6],
+}
+
+impl DetectorView {
+    /// Whether a box in this detector's frame has its BEV centre inside the grid and its height
+    /// span meets the grid's z range.
+    pub fn sees(&self, b: &Box3) -> bool {
+        let r = &self.range;
+        (r[0]..=r[3]).contains(&b.x)
+            && (r[1]..=r[4]).contains(&b.y)
+            && b.z - 0.5 * b.h <= r[5]
+            && b.z + 0.5 * b.h >= r[2]
+    }
+
+    /// Whether the detector could have seen a box given in the fusion frame, where
+    /// `normalized_from_sensor` (when fused gravity-aligned) takes sensor-frame boxes.
+    pub fn sees_fused(&self, b: &Box3, normalized_from_sensor: Option<&Isometry3<f64>>) -> bool {
+        match (self.frame, normalized_from_sensor) {
+            (DetectorFrame::Sensor, Some(n)) => self.sees(&b.transformed(&n.inverse())),
+            _ => self.sees(b),
+        }
+    }
+}
+
 /// Where pass 1 takes each frame's raw detections from.
 pub enum DetectionsFrom<'a> {
     /// Run these detectors on every frame's points.
@@ -78,6 +111,9 @@ pub struct SequenceJob<'a> {
     /// The frame boxes are fused in: `Normalized` (needs `normalize`) when any detector of the
     /// sequence sees normalized points, so that every vote is compared gravity-aligned.
     pub fusion_frame: DetectorFrame,
+    /// The detectors behind the raw detections and where each can see; empty when unknown (a
+    /// user's own detections): then the detectors with a box in a frame count, everywhere.
+    pub views: &'a [DetectorView],
     /// The RGB class check's image model (`stages.camera_check`); `None`: no check.
     pub classifier: Option<&'a Classifier>,
     /// Looked at between windows of frames and between passes: once raised, the sequence ends
@@ -225,7 +261,20 @@ fn first_pass_frame(
             None => d.clone(),
         })
         .collect();
-    let mut fused = fuser.fuse(&usable).map_err(|source| PipelineError::Fuse {
+    let names: Vec<&str> = job.views.iter().map(|v| v.name.as_str()).collect();
+    let fused_in = fusion_frame.map(|n| n.normalized_from_sensor);
+    let sees = |name: &str, b: &Box3| {
+        job.views
+            .iter()
+            .find(|v| v.name == name)
+            .is_none_or(|v| v.sees_fused(b, fused_in.as_ref()))
+    };
+    let roster = crate::fuse::Roster {
+        detectors: &names,
+        sees: &sees,
+    };
+    let roster = (!job.views.is_empty()).then_some(&roster);
+    let mut fused = fuser.fuse_with(&usable, roster).map_err(|source| PipelineError::Fuse {
         sequence: frame.sequence.clone(),
         frame: frame_index,
         source,
@@ -1180,6 +1229,29 @@ mod tests {
             }
         }
         assert_eq!(track_velocities(&[(0, b(0.0), 0)]), vec![None]);
+    }
+
+    #[test]
+    fn a_detector_sees_boxes_inside_its_grid_in_its_own_frame() {
+        let view = |frame| DetectorView {
+            name: "d".into(),
+            frame,
+            range: [-40.96, -40.96, -3.0, 40.96, 40.96, 5.0],
+        };
+        let (sensor, normalized) = (view(DetectorFrame::Sensor), view(DetectorFrame::Normalized));
+        let car = |x: f64, z: f64| Box3::new(x, 0.0, z, 4.5, 1.9, 1.6, 0.0);
+        assert!(sensor.sees(&car(40.0, 0.8)));
+        assert!(!sensor.sees(&car(41.0, 0.8)));
+        // Its height span (±0.8 m) only has to meet the z range.
+        assert!(sensor.sees(&car(0.0, -3.7)) && !sensor.sees(&car(0.0, -3.9)));
+        assert!(sensor.sees(&car(0.0, 5.7)) && !sensor.sees(&car(0.0, 5.9)));
+        // A drone 50 m up: the normalized frame is the sensor frame raised by 50 m, so a car
+        // 49 m below the sensor is at z = 1 when fused gravity-aligned.
+        let n = Isometry3::translation(0.0, 0.0, 50.0);
+        let fused = car(10.0, 1.0);
+        assert!(normalized.sees_fused(&fused, Some(&n)));
+        assert!(!sensor.sees_fused(&fused, Some(&n)));
+        assert!(sensor.sees_fused(&fused, None));
     }
 
     #[test]
