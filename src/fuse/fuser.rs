@@ -26,6 +26,9 @@ pub fn fuse_boxes(
     Fuser::new(config, platform)?.fuse(detections)
 }
 
+/// Whether a detector (by name) could have seen a box at a place (in the frame fused in).
+pub type Sees<'a> = &'a (dyn Fn(&str, &Box3) -> bool + Sync);
+
 /// The detectors a frame was run with and where each can see. A detector that could not have
 /// seen a box's place (outside its input grid) does not count against it in the vote share
 /// (KBF's `score_by_detector_share`, WBF's rescaling); one with no box in the frame still does.
@@ -34,14 +37,14 @@ pub struct Roster<'a> {
     /// Every detector run on the frame, also those with no box in it.
     pub detectors: &'a [&'a str],
     /// Whether `detector` could have seen a box at `box3` (in the frame fused in).
-    pub sees: &'a (dyn Fn(&str, &Box3) -> bool + Sync),
+    pub sees: Sees<'a>,
 }
 
 /// The frame's detectors and their view: the roster's (and any other that voted), or, without
 /// a roster, those with a box in the frame, each seeing everywhere.
 struct Voters<'a> {
     all: Vec<&'a str>,
-    sees: Option<&'a (dyn Fn(&str, &Box3) -> bool + Sync)>,
+    sees: Option<Sees<'a>>,
 }
 
 impl Voters<'_> {
