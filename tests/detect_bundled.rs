@@ -19,7 +19,7 @@ use boxlayer::sim::{SimConfig, Simulator};
 use boxlayer::{ObjectClass, Platform};
 
 /// The bundled detectors trained for every platform in the normalized frame (issue #25).
-const SECOND_GENERATION: [&str; 1] = ["centerpoint_pillar_v2"];
+const SECOND_GENERATION: [&str; 2] = ["centerpoint_pillar_v2", "centerpoint_pillar032_v2"];
 /// Held-out seed (training uses seeds below 5000).
 const SEED: u64 = 5000;
 /// Sweeps checked.

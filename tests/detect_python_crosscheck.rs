@@ -21,10 +21,11 @@ use boxlayer::sim::{SimConfig, Simulator};
 use serde_json::Value;
 
 /// The bundled detectors checked.
-const DETECTORS: [&str; 3] = [
+const DETECTORS: [&str; 4] = [
     "centerpoint_pillar_sim",
     "pointpillars_anchor_sim",
     "centerpoint_pillar_v2",
+    "centerpoint_pillar032_v2",
 ];
 /// Held-out sweeps: platform, seed, sweep index (the drone's and quadruped's OS1 sweeps in the
 /// sensor frame, intensity = reflectivity, lie outside the detectors' training domain, which

@@ -91,6 +91,9 @@ pub struct ClassFusionConfig {
     /// Whether a fused score is multiplied by the weight share of the detectors that voted (as
     /// WBF does), so boxes fewer detectors agree on rank lower; default false (MS3D does not).
     pub score_by_detector_share: bool,
+    /// Whether that share (and WBF's rescaling) counts only the detectors that could have seen
+    /// the box's place, when the caller says where each sees (`fuse::Roster`); default true.
+    pub share_where_seen: bool,
     /// KBF: with s > 0, a fused score is multiplied by the members' centre agreement
     /// `Σ wᵢ·exp(−dᵢ²/2s²) / Σ wᵢ` (dᵢ the BEV distance of member i's centre from the fused
     /// centre, wᵢ its KDE weight; the fused centre's relative kernel density at scale s), so boxes
@@ -132,6 +135,7 @@ impl ClassFusionConfig {
             weighted_sizes: false,
             centre_min_variance_m2: 1e-6,
             score_by_detector_share: false,
+            share_where_seen: true,
             agreement_sigma_m: 0.0,
             wbf_iou: 0.55,
             union_nms_iou: nms_iou,

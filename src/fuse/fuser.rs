@@ -49,11 +49,18 @@ struct Voters<'a> {
 
 impl Voters<'_> {
     /// The detectors that could have voted for `b`: those that did and those that see its place.
-    fn eligible<'s>(&'s self, voted: &'s [String], b: &'s Box3) -> impl Iterator<Item = &'s str> + 's {
+    /// With `where_seen` false, every detector of the frame.
+    fn eligible<'s>(
+        &'s self,
+        voted: &'s [String],
+        b: &'s Box3,
+        where_seen: bool,
+    ) -> impl Iterator<Item = &'s str> + 's {
+        let sees = self.sees.filter(|_| where_seen);
         self.all
             .iter()
             .copied()
-            .filter(move |d| self.sees.is_none_or(|sees| sees(d, b)) || voted.iter().any(|v| v == d))
+            .filter(move |d| sees.is_none_or(|sees| sees(d, b)) || voted.iter().any(|v| v == d))
     }
 }
 
@@ -193,7 +200,10 @@ fn fused_box(
 
 /// The share of the weight of the detectors that could have voted for `b` held by those that did.
 fn detector_share(voted: &[String], b: &Box3, voters: &Voters, config: &ClassFusionConfig) -> f64 {
-    let total: f64 = voters.eligible(voted, b).map(|d| config.detector_weight(d)).sum();
+    let total: f64 = voters
+        .eligible(voted, b, config.share_where_seen)
+        .map(|d| config.detector_weight(d))
+        .sum();
     if total <= 0.0 {
         return 1.0;
     }
@@ -286,7 +296,7 @@ fn wbf(
             voted.sort_unstable();
             voted.dedup();
             let (models, model_weight) = voters
-                .eligible(&voted, &c.box3)
+                .eligible(&voted, &c.box3, config.share_where_seen)
                 .fold((0usize, 0.0), |(n, w), d| (n + 1, w + config.detector_weight(d)));
             let n = c.members.len() as f64;
             let score = if model_weight > 0.0 {
@@ -480,6 +490,14 @@ mod tests {
         let seen = wbf.fuse_with(&dets, Some(&roster)).unwrap();
         approx::assert_relative_eq!(score_at(&seen, 10.0), 0.8 * 3.0 / 4.0, max_relative = 1e-6);
         approx::assert_relative_eq!(score_at(&seen, 50.0), 0.8 * 2.0 / 3.0, max_relative = 1e-6);
+        // Told to count every detector of the frame: d and c count everywhere.
+        let mut everywhere = kbf_config.clone();
+        everywhere.vehicle.share_where_seen = false;
+        let seen = Fuser::new(&everywhere, Platform::Vehicle)
+            .unwrap()
+            .fuse_with(&dets, Some(&roster))
+            .unwrap();
+        approx::assert_relative_eq!(score_at(&seen, 50.0), 0.8 * 2.0 / 4.0, max_relative = 1e-6);
         // A voter counts even where its view says it cannot see.
         let blind = |_: &str, _: &Box3| false;
         let roster = Roster {
