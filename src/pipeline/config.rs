@@ -406,11 +406,12 @@ impl PipelineConfig {
     /// Loads `path` (following `extends`), deserialises and validates it.
     pub fn load(path: &Path) -> Result<LoadedConfig, ConfigError> {
         let value = read_table(path, 0)?;
-        let config: PipelineConfig = value.try_into().map_err(|e: toml::de::Error| ConfigError::Parse {
+        let mut config: PipelineConfig = value.try_into().map_err(|e: toml::de::Error| ConfigError::Parse {
             path: path.into(),
             reason: e.to_string(),
         })?;
         config.validate(path)?;
+        config.apply_detector_weights(path);
         let resolved_toml = toml::to_string(&config).map_err(|e| ConfigError::Parse {
             path: path.into(),
             reason: format!("cannot write the resolved config back as TOML: {e}"),
@@ -420,6 +421,22 @@ impl PipelineConfig {
             path: path.into(),
             resolved_toml,
         })
+    }
+
+    /// Puts each detector's `weight` other than 1 into the fusion config's `detector_weights`, by
+    /// the name its manifest gives, for every class that does not name that detector itself.
+    fn apply_detector_weights(&mut self, path: &Path) {
+        let dir = path.parent().unwrap_or(Path::new("."));
+        for d in self.detectors.iter().filter(|d| d.weight != 1.0) {
+            // An unreadable manifest is reported when the detectors load.
+            let Ok(manifest) = crate::detect::DetectorManifest::load(&dir.join(&d.path)) else {
+                continue;
+            };
+            let f = &mut self.fusion;
+            for class in [&mut f.vehicle, &mut f.pedestrian, &mut f.cyclist, &mut f.unknown] {
+                class.detector_weights.entry(manifest.name.clone()).or_insert(d.weight);
+            }
+        }
     }
 
     /// Loads `path` (following `extends`) for its stage settings alone (`[fusion]`, `[tracking]`,
@@ -787,6 +804,32 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("mine.toml: `source`") && e.contains("feilds"), "{e}");
+    }
+
+    /// A detector's `weight` reaches fusion by the detector's name, unless a class names it.
+    #[test]
+    fn a_detector_weight_becomes_its_fusion_weight() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let config = dir.path().join("p.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "[[detectors]]\npath = \"{}\"\nweight = 0.4\n\n[[detectors]]\npath = \"{}\"\n\n\
+                 [fusion.pedestrian.detector_weights]\ncenterpoint_pillar_sim = 2.0\n",
+                repo.join("detectors/centerpoint_pillar_sim").display(),
+                repo.join("detectors/pointpillars_anchor_sim").display()
+            ),
+        )
+        .unwrap();
+        let loaded = PipelineConfig::load(&config).unwrap();
+        let fusion = &loaded.config.fusion;
+        assert_eq!(fusion.vehicle.detector_weight("centerpoint_pillar_sim"), 0.4);
+        assert_eq!(fusion.cyclist.detector_weight("centerpoint_pillar_sim"), 0.4);
+        assert_eq!(fusion.pedestrian.detector_weight("centerpoint_pillar_sim"), 2.0);
+        // Weight 1 (the default) adds no entry.
+        assert!(!fusion.vehicle.detector_weights.contains_key("pointpillars_anchor_sim"));
+        assert!(loaded.resolved_toml.contains("centerpoint_pillar_sim = 0.4"));
     }
 
     /// Every shipped pipeline config loads and validates (`pipelines/*.toml`).
