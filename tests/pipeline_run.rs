@@ -131,8 +131,7 @@ fn demo_detectors(platform: Platform) -> Vec<String> {
             "centerpoint_pillar_v2",
             "centerpoint_pillar032_v2",
         ],
-        Platform::Drone => &["centerpoint_pillar_v2", "centerpoint_pillar032_v2"],
-        _ => &["centerpoint_pillar_v2"],
+        _ => &["centerpoint_pillar_v2", "centerpoint_pillar032_v2"],
     };
     names.iter().map(|n| n.to_string()).collect()
 }

@@ -837,8 +837,16 @@ fn run_one(
         .map_err(|e| PipelineError::Config(e.to_string()))?;
     let views = detector_views(options, p.platform, profile.as_ref().map(|l| &l.profile))?;
     let frames: Vec<DetectorFrame> = views.iter().map(|v| v.frame).collect();
-    // A user's own detections name their own detectors: where those see is not known.
-    let views = if given.is_some() { Vec::new() } else { views };
+    // A user's own detections name their own detectors: only the config's detectors among them
+    // have a known view (the others count everywhere), and the config's others did not run.
+    let views: Vec<DetectorView> = match given {
+        Some(given) => {
+            let named: std::collections::BTreeSet<&str> =
+                given.values().flatten().map(|d| d.detector.as_str()).collect();
+            views.into_iter().filter(|v| named.contains(v.name.as_str())).collect()
+        }
+        None => views,
+    };
     let platform_detectors: Vec<SequenceDetector> = config
         .detectors
         .iter()

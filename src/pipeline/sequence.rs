@@ -111,8 +111,8 @@ pub struct SequenceJob<'a> {
     /// The frame boxes are fused in: `Normalized` (needs `normalize`) when any detector of the
     /// sequence sees normalized points, so that every vote is compared gravity-aligned.
     pub fusion_frame: DetectorFrame,
-    /// The detectors behind the raw detections and where each can see; empty when unknown (a
-    /// user's own detections): then the detectors with a box in a frame count, everywhere.
+    /// The detectors behind the raw detections and where each can see. A detector without a view
+    /// here (a user's own) counts in the frames it has a box in, everywhere.
     pub views: &'a [DetectorView],
     /// The RGB class check's image model (`stages.camera_check`); `None`: no check.
     pub classifier: Option<&'a Classifier>,
