@@ -291,12 +291,10 @@ fn wbf(
     clusters
         .into_iter()
         .map(|c| {
-            let indices: Vec<usize> = c.members.iter().map(|&k| input.indices[k]).collect();
-            let mut voted: Vec<String> = indices.iter().map(|&i| detections[i].detector.clone()).collect();
-            voted.sort_unstable();
-            voted.dedup();
+            let indices = c.members.iter().map(|&k| input.indices[k]).collect();
+            let mut b = fused_box(detections, indices, c.box3, class, 0.0);
             let (models, model_weight) = voters
-                .eligible(&voted, &c.box3, config.share_where_seen)
+                .eligible(&b.detectors, &b.box3, config.share_where_seen)
                 .fold((0usize, 0.0), |(n, w), d| (n + 1, w + config.detector_weight(d)));
             let n = c.members.len() as f64;
             let score = if model_weight > 0.0 {
@@ -304,7 +302,8 @@ fn wbf(
             } else {
                 c.mean_weighted_score
             };
-            fused_box(detections, indices, c.box3, class, score)
+            b.score = score.clamp(0.0, 1.0) as f32;
+            b
         })
         .collect()
 }

@@ -748,9 +748,10 @@ fn detector_records(
         .collect()
 }
 
-/// The frame each of the config's detectors for `platform` is given points in: the profile's
-/// `detector.input_frame = "normalized"` moves them all, otherwise each manifest's own
-/// `input_frame` stands. Read from the manifests, so that a `--from` run fuses as the full run did.
+/// Each of the config's detectors for `platform`: its name, the frame it is given points in (the
+/// profile's `detector.input_frame = "normalized"` moves them all, otherwise each manifest's own
+/// `input_frame` stands) and its grid's range. Read from the manifests, so that a `--from` run
+/// fuses as the full run did.
 fn detector_views(
     options: &RunOptions,
     platform: Platform,

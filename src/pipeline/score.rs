@@ -266,13 +266,7 @@ pub fn score_layer(
                 d.box3 = d.box3.transformed(n);
             }
         }
-        let names: Vec<&str> = views.iter().map(|v| v.name.as_str()).collect();
-        let sees = |name: &str, b: &Box3| views.iter().find(|v| v.name == name).is_none_or(|v| v.sees_fused(b, n));
-        let roster = crate::fuse::Roster {
-            detectors: &names,
-            sees: &sees,
-        };
-        for b in wbf.fuse_with(detections, (!views.is_empty()).then_some(&roster))? {
+        for b in super::sequence::fuse_with_views(&wbf, detections, views, n)? {
             fused_wbf.push(eval_box(
                 sequence,
                 *frame,

@@ -81,6 +81,28 @@ impl DetectorView {
     }
 }
 
+/// Fuses one frame's detections with `views` as the roster of detectors that ran (none when
+/// empty), `normalized_from_sensor` given when the boxes are gravity-aligned.
+pub(super) fn fuse_with_views(
+    fuser: &Fuser,
+    detections: &[Detection],
+    views: &[DetectorView],
+    normalized_from_sensor: Option<&Isometry3<f64>>,
+) -> Result<Vec<FusedBox>, crate::fuse::FuseError> {
+    let names: Vec<&str> = views.iter().map(|v| v.name.as_str()).collect();
+    let sees = |name: &str, b: &Box3| {
+        views
+            .iter()
+            .find(|v| v.name == name)
+            .is_none_or(|v| v.sees_fused(b, normalized_from_sensor))
+    };
+    let roster = crate::fuse::Roster {
+        detectors: &names,
+        sees: &sees,
+    };
+    fuser.fuse_with(detections, (!views.is_empty()).then_some(&roster))
+}
+
 /// Where pass 1 takes each frame's raw detections from.
 pub enum DetectionsFrom<'a> {
     /// Run these detectors on every frame's points.
@@ -261,24 +283,13 @@ fn first_pass_frame(
             None => d.clone(),
         })
         .collect();
-    let names: Vec<&str> = job.views.iter().map(|v| v.name.as_str()).collect();
     let fused_in = fusion_frame.map(|n| n.normalized_from_sensor);
-    let sees = |name: &str, b: &Box3| {
-        job.views
-            .iter()
-            .find(|v| v.name == name)
-            .is_none_or(|v| v.sees_fused(b, fused_in.as_ref()))
-    };
-    let roster = crate::fuse::Roster {
-        detectors: &names,
-        sees: &sees,
-    };
-    let roster = (!job.views.is_empty()).then_some(&roster);
-    let mut fused = fuser.fuse_with(&usable, roster).map_err(|source| PipelineError::Fuse {
-        sequence: frame.sequence.clone(),
-        frame: frame_index,
-        source,
-    })?;
+    let mut fused =
+        fuse_with_views(fuser, &usable, job.views, fused_in.as_ref()).map_err(|source| PipelineError::Fuse {
+            sequence: frame.sequence.clone(),
+            frame: frame_index,
+            source,
+        })?;
     if let Some(n) = &fusion_frame {
         for f in &mut fused {
             f.box3 = n.box_to_sensor(&f.box3);
