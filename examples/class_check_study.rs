@@ -39,6 +39,15 @@ struct Args {
     /// Platforms.
     #[arg(long, value_delimiter = ',', default_value = "quadruped,drone")]
     platforms: Vec<String>,
+    /// `camera.min_view_in_image` (default: the pipeline's).
+    #[arg(long)]
+    min_view_in_image: Option<f64>,
+    /// `camera.min_view_points` (default: the pipeline's).
+    #[arg(long)]
+    min_view_points: Option<u32>,
+    /// `camera.conflict_score` (default: the pipeline's).
+    #[arg(long)]
+    conflict_score: Option<f64>,
 }
 
 /// An M3ED log with the simulator's boxes as its labels (M3ED itself has none).
@@ -106,6 +115,15 @@ fn main() -> Result<()> {
         ..PipelineConfig::default()
     };
     config.stages.camera_check = true;
+    if let Some(v) = args.min_view_in_image {
+        config.camera.min_view_in_image = v;
+    }
+    if let Some(v) = args.min_view_points {
+        config.camera.min_view_points = v;
+    }
+    if let Some(v) = args.conflict_score {
+        config.camera.conflict_score = v;
+    }
     config.stages.normalize = false;
     let tmp = tempfile::tempdir()?;
     let mut total = Tally::default();

@@ -1,7 +1,8 @@
 //! The pipeline's RGB class check on a hand-made log: a box seen on a red image is judged by the
 //! mean-colour crop model of tests/fixtures/classify/ (red → vehicle), a box whose only image does
-//! not decode gets `no_image` and no verdict (the run goes on), a box behind the camera
-//! `out_of_view`, and a wrong class against a confident verdict is flagged `class_conflict`.
+//! not decode gets `no_image` and no verdict (the run goes on), a box behind the camera or cut by
+//! the image border `out_of_view`, a box without LiDAR returns in it `no_points`, and a wrong
+//! class against a confident verdict is flagged `class_conflict`.
 
 use std::collections::BTreeMap;
 use std::io::Cursor;
@@ -44,9 +45,9 @@ struct HandMade {
     meta: SequenceMeta,
 }
 
-fn label(track: &str, class: ObjectClass, x: f64) -> GroundTruthBox {
+fn label(track: &str, class: ObjectClass, x: f64, y: f64) -> GroundTruthBox {
     GroundTruthBox {
-        box_in_sensor: Box3::new(x, 0.0, 0.0, 4.0, 2.0, 2.0, 0.0),
+        box_in_sensor: Box3::new(x, y, 0.0, 4.0, 2.0, 2.0, 0.0),
         class,
         source_label: class.as_str().to_string(),
         track_id: track.to_string(),
@@ -67,24 +68,43 @@ impl Source for HandMade {
         RgbImage::from_pixel(200, 100, Rgb([220, 10, 10]))
             .write_to(&mut Cursor::new(&mut png), image::ImageFormat::Png)
             .unwrap();
-        let (data, ground_truth) = if index == 0 {
-            // A vehicle 10 m ahead, labelled a pedestrian; a vehicle behind the camera.
+        let (data, ground_truth, returns_at) = if index == 0 {
+            // A vehicle 10 m ahead, labelled a pedestrian; a vehicle behind the camera; one on
+            // the image's right border (half of it outside); one 20 m ahead without returns.
             (
                 png,
                 vec![
-                    label("a", ObjectClass::Pedestrian, 10.0),
-                    label("b", ObjectClass::Vehicle, -10.0),
+                    label("a", ObjectClass::Pedestrian, 10.0, 0.0),
+                    label("b", ObjectClass::Vehicle, -10.0, 0.0),
+                    label("d", ObjectClass::Vehicle, 10.0, -10.0),
+                    label("e", ObjectClass::Vehicle, 20.0, 6.0),
                 ],
+                vec![(10.0, 0.0), (-10.0, 0.0), (10.0, -10.0)],
             )
         } else {
-            (b"not an image".to_vec(), vec![label("c", ObjectClass::Vehicle, 10.0)])
+            (
+                b"not an image".to_vec(),
+                vec![label("c", ObjectClass::Vehicle, 10.0, 0.0)],
+                vec![(10.0, 0.0)],
+            )
         };
+        // 27 returns around each box's centre, well inside it.
+        let (mut x, mut y, mut z) = (Vec::new(), Vec::new(), Vec::new());
+        for (cx, cy) in returns_at {
+            for i in 0..27 {
+                x.push((cx + f64::from(i % 3 - 1) * 0.5) as f32);
+                y.push((cy + f64::from(i / 3 % 3 - 1) * 0.5) as f32);
+                z.push((f64::from(i / 9 - 1) * 0.5) as f32);
+            }
+        }
+        let intensity = vec![0.0; x.len()];
+        let cloud = PointCloud::from_columns(x, y, z, intensity).unwrap();
         Ok(Frame {
             sequence: "hand_made".into(),
             index,
             timestamp_micros: index as i64 * 100_000,
             platform: Platform::Vehicle,
-            cloud: PointCloud::default(),
+            cloud,
             world_from_sensor: Isometry3::identity(),
             imu: Vec::new(),
             cameras: vec![CameraView::new(
@@ -143,7 +163,7 @@ fn verdicts_notes_and_conflicts_follow_the_images() {
         .iter()
         .map(|r| (r.source_track_id.as_deref().unwrap(), r))
         .collect();
-    assert_eq!(by_track.len(), 3);
+    assert_eq!(by_track.len(), 5);
     let a = by_track["a"];
     assert_eq!(a.best_camera.as_deref(), Some("front"));
     assert_eq!(
@@ -164,6 +184,22 @@ fn verdicts_notes_and_conflicts_follow_the_images() {
         (None, Some("out_of_view"))
     );
     assert!(b.flags.contains(&"out_of_view".to_string()));
+    let d = by_track["d"];
+    let fraction = d.cameras[0].in_image_fraction;
+    assert!((0.2..0.8).contains(&fraction), "{fraction}");
+    assert_eq!(
+        (d.rgb_class.as_deref(), d.rgb_note.as_deref()),
+        (None, Some("out_of_view"))
+    );
+    let unseen = by_track["e"];
+    assert_eq!(
+        (unseen.num_points_inside, unseen.best_camera.as_deref()),
+        (0, Some("front"))
+    );
+    assert_eq!(
+        (unseen.rgb_class.as_deref(), unseen.rgb_note.as_deref()),
+        (None, Some("no_points"))
+    );
     let c = by_track["c"];
     assert_eq!(
         (c.rgb_class.as_deref(), c.rgb_note.as_deref()),

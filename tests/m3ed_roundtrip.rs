@@ -275,12 +275,16 @@ fn check_read_back(w: &Written, platform: Platform, name: &str) {
         let pose = &w.poses[written_rows.iter().position(|&x| x == row).unwrap()];
         assert!((frame.world_from_sensor.translation.vector - pose.translation.vector).norm() < 1e-9);
         assert!(frame.world_from_sensor.rotation.angle_to(&pose.rotation) < 1e-9);
-        // Image: the nearest one, bit-exact after the BGR round trip.
-        let nearest = w
-            .images
-            .iter()
-            .min_by_key(|(t, _)| (t - frame.timestamp_micros).abs())
-            .unwrap();
+        // Image: the one nearest the moment the sweep looks along the camera's axis (sensor +x,
+        // which the OS1's lidar frame, turned 180° about z, has at measurement 1024 less the
+        // beams' mean azimuth offset), bit-exact after the BGR round trip.
+        let meta = OusterMetadata::os1_64_2048x10();
+        let mean_offset_deg = meta.beam_azimuth_angles_deg.iter().sum::<f64>() / 64.0;
+        let column = 1024.0 - mean_offset_deg * 2048.0 / 360.0;
+        let end = w.ts_start[row] + SWEEP_US * 2047 / 2048;
+        let scanned = w.ts_start[row] + ((end - w.ts_start[row]) as f64 * column / 2047.0).round() as i64;
+        let nearest = w.images.iter().min_by_key(|(t, _)| (t - scanned).abs()).unwrap();
+        assert!((nearest.0 - frame.timestamp_micros - 50_000).abs() <= 25_000);
         assert_eq!(frame.cameras.len(), 1);
         let view = &frame.cameras[0];
         assert_eq!(view.timestamp_micros, nearest.0);

@@ -19,8 +19,8 @@ mod undistort;
 mod visibility;
 
 pub use projection::{
-    BOX_EDGES, MIN_DEPTH_M, ProjectedBox, RADTAN_VALID_RADIAL_FACTOR, depth_in_camera, project_box, project_point,
-    project_point_in_camera,
+    BOX_EDGES, MIN_DEPTH_M, ProjectedBox, RADTAN_VALID_RADIAL_FACTOR, depth_in_camera, optical_axis_in_sensor,
+    project_box, project_point, project_point_in_camera,
 };
 pub use undistort::{Undistorter, pinhole};
 pub use visibility::{BoxView, CameraReturns, OCCLUSION_GRID, OCCLUSION_MARGIN_M, best_view, box_views};

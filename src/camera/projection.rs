@@ -73,6 +73,15 @@ pub fn depth_in_camera(calibration: &CameraCalibration, point_in_camera: &Point3
     }
 }
 
+/// The camera's optical axis (unit, pointing out of the lens) in the sensor frame.
+pub fn optical_axis_in_sensor(calibration: &CameraCalibration) -> Vector3<f64> {
+    let axis = match calibration.axes {
+        CameraAxes::Waymo => Vector3::x(),
+        CameraAxes::OpenCv => Vector3::z(),
+    };
+    calibration.sensor_from_camera.rotation * axis
+}
+
 /// Pixel of a point in the sensor frame, or `None` behind the camera or where the distortion
 /// model is invalid. The pixel may lie outside the image.
 pub fn project_point(calibration: &CameraCalibration, point_in_sensor: &Point3<f64>) -> Option<Point2<f64>> {

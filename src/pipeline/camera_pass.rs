@@ -31,6 +31,7 @@ enum Note {
     NoCamera,
     OutOfView,
     TooSmall,
+    NoPoints,
     Occluded,
     NoImage,
     Unmatched,
@@ -42,6 +43,7 @@ impl Note {
             Note::NoCamera => "no_camera",
             Note::OutOfView => "out_of_view",
             Note::TooSmall => "too_small",
+            Note::NoPoints => "no_points",
             Note::Occluded => "occluded",
             Note::NoImage => "no_image",
             Note::Unmatched => "unmatched",
@@ -60,11 +62,17 @@ struct View {
     rect: PixelRect,
 }
 
-/// The best-camera footprint of a row: camera, clipped 2D box, and the box's occlusion there.
-fn best_footprint(row: &BoxRow) -> Option<(&str, PixelRect, Option<f64>)> {
+/// The best-camera footprint of a row: camera, clipped 2D box, the box's occlusion there and the
+/// share of its projection inside the image.
+fn best_footprint(row: &BoxRow) -> Option<(&str, PixelRect, Option<f64>, f64)> {
     let camera = row.best_camera.as_deref()?;
     let footprint = row.cameras.iter().find(|c| c.camera == camera)?;
-    Some((camera, footprint.box_2d_px?, footprint.occlusion))
+    Some((
+        camera,
+        footprint.box_2d_px?,
+        footprint.occlusion,
+        footprint.in_image_fraction,
+    ))
 }
 
 fn area(r: &PixelRect) -> f64 {
@@ -98,12 +106,25 @@ impl CameraCheck<'_> {
                 if r.cameras.is_empty() {
                     continue;
                 }
-                let Some((camera, rect, occlusion)) = best_footprint(r) else {
+                let Some((camera, rect, occlusion, in_image)) = best_footprint(r) else {
                     note = note.max(Note::OutOfView);
                     continue;
                 };
+                // A box cut by the image border shows the classifier a part of the object.
+                if in_image < self.config.min_view_in_image {
+                    note = note.max(Note::OutOfView);
+                    continue;
+                }
                 if rect[2] - rect[0] < min_side || rect[3] - rect[1] < min_side {
                     note = note.max(Note::TooSmall);
+                    continue;
+                }
+                // Without LiDAR returns in the box the frame does not show the object is there
+                // to be seen (out of range, behind terrain): its crop may be of something else.
+                // A label's own count stands in where the frame's points are not at hand.
+                let returns = r.num_points_inside.max(r.source_num_points.unwrap_or(0));
+                if returns < i64::from(self.config.min_view_points) {
+                    note = note.max(Note::NoPoints);
                     continue;
                 }
                 let occlusion = occlusion.unwrap_or(0.0);

@@ -234,6 +234,13 @@ pub struct CameraConfig {
     pub views_per_track: usize,
     /// Views more occluded than this are not looked at (0–1); default 0.5.
     pub max_view_occlusion: f64,
+    /// Views with less of the box's projection inside the image are not looked at (0–1); default
+    /// 0.8: a box cut by the image border shows the classifier only part of its object.
+    pub min_view_in_image: f64,
+    /// Views of boxes with fewer LiDAR points inside in their frame (or in a label's own count)
+    /// are not looked at; default 1: a box the sweep has no return in may be out of range or
+    /// hidden, its crop of something else.
+    pub min_view_points: u32,
     /// `class_conflict` needs the track's RGB vote to score at least this (0–1); default 0.5.
     pub conflict_score: f64,
 }
@@ -244,6 +251,8 @@ impl Default for CameraConfig {
             classifier: String::new(),
             views_per_track: 3,
             max_view_occlusion: 0.5,
+            min_view_in_image: 0.8,
+            min_view_points: 1,
             conflict_score: 0.5,
         }
     }
@@ -609,6 +618,7 @@ impl PipelineConfig {
             }
             for (key, v) in [
                 ("camera.max_view_occlusion", c.max_view_occlusion),
+                ("camera.min_view_in_image", c.min_view_in_image),
                 ("camera.conflict_score", c.conflict_score),
             ] {
                 if !(v.is_finite() && (0.0..=1.0).contains(&v)) {

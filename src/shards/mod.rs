@@ -191,8 +191,8 @@ pub struct BoxRow {
     pub rgb_score: Option<f64>,
     /// Whether `rgb_class` is the box's class; `None` with `rgb_class`.
     pub rgb_agrees: Option<bool>,
-    /// Why the check has no verdict (`check_off`, `no_camera`, `out_of_view`, `too_small`,
-    /// `occluded`, `no_image`, `unmatched`); `None` when it has one.
+    /// Why the check has no verdict (`no_camera`, `out_of_view`, `too_small`,
+    /// `no_points`, `occluded`, `no_image`, `unmatched`); `None` when it has one or the check is off.
     pub rgb_note: Option<String>,
     /// Review flags (`few_points`, `short_track`, `low_score`, `size_outlier`, `out_of_view`, `class_conflict`).
     pub flags: Vec<String>,

@@ -1,5 +1,12 @@
-//! [`M3edSource`]: random access to the sweeps of one M3ED `<seq>_data.h5`, with the nearest RGB
-//! image, the OVC IMU samples of the sweep and the FasterLIO pose from `<seq>_pose_gt.h5`.
+//! [`M3edSource`]: random access to the sweeps of one M3ED `<seq>_data.h5`, with the RGB image
+//! nearest the moment the sweep scans the camera's view, the OVC IMU samples of the sweep and the
+//! FasterLIO pose from `<seq>_pose_gt.h5`.
+//!
+//! The Ouster spins through its sweep in 100 ms and M3ED does not deskew it, so an object is
+//! where the sweep saw it at the time its column was measured. A sweep is paired with the image
+//! nearest the time the LiDAR looks along the camera's optical axis (`ts_start` plus that
+//! column's share of the sweep; mid-sweep for a forward camera), not with the sweep's start:
+//! a legged robot's gait turns the camera by degrees in 50 ms.
 
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
@@ -11,6 +18,7 @@ use nalgebra::{Isometry3, Vector3};
 use ndarray::{Ix2, Ix3, s};
 use serde::{Deserialize, Serialize};
 
+use crate::camera::optical_axis_in_sensor;
 use crate::frame::{CameraAxes, CameraCalibration, CameraView, Distortion, Frame, ImageData, ImuSample, Platform};
 use crate::geometry::pose::isometry_from_row_major;
 use crate::sources::{OnCorrupt, SequenceMeta, SkippedRecord, Source, SourceError};
@@ -46,8 +54,9 @@ pub struct M3edConfig {
     pub pose_file: Option<PathBuf>,
     /// Largest gap between a sweep's `ts_end` and its pose's `ts` (µs); default 50,000 (half a sweep).
     pub pose_tolerance_micros: i64,
-    /// Largest gap between the sweep time and the nearest RGB image (µs); default 20,000 (half the
-    /// 25 Hz period). Sweeps without an image that close get no camera view.
+    /// Largest gap between the time the sweep looks along the camera's axis and the nearest RGB
+    /// image (µs); default 20,000 (half the 25 Hz period). Sweeps without an image that close get
+    /// no camera view.
     pub image_tolerance_micros: i64,
     /// IMU samples from `ts_start − margin` to `ts_end + margin` go with a sweep (µs); default 0.
     pub imu_margin_micros: i64,
@@ -90,6 +99,9 @@ struct ImageStream {
     data: Dataset,
     timestamps: Vec<i64>,
     calibration: CameraCalibration,
+    /// Share of the sweep (0 at `ts_start`, 1 at `ts_end`) at which the LiDAR looks along the
+    /// camera's optical axis.
+    scan_fraction: f64,
     width: usize,
     height: usize,
 }
@@ -345,7 +357,9 @@ impl M3edSource {
                 None => Ok(None),
             }
         };
-        let images = match lidar_to_pl().and_then(|pl| Self::load_images(path, &file, pl.as_ref())) {
+        let lut = XyzLut::new(&ouster);
+        let columns = ouster.data_format.columns_per_frame;
+        let images = match lidar_to_pl().and_then(|pl| Self::load_images(path, &file, pl.as_ref(), &lut, columns)) {
             Ok(images) => images,
             Err(e) => {
                 degrade("RGB camera", e)?;
@@ -359,7 +373,6 @@ impl M3edSource {
                 None
             }
         };
-        let lut = XyzLut::new(&ouster);
         Ok(M3edSource {
             meta: SequenceMeta {
                 name,
@@ -437,6 +450,8 @@ impl M3edSource {
         path: &Path,
         file: &hdf5::File,
         lidar_to_pl: Option<&Isometry3<f64>>,
+        lut: &XyzLut,
+        columns: usize,
     ) -> Result<Option<ImageStream>, SourceError> {
         let Some(data) = h5::optional_dataset(path, file, "ovc/rgb/data")? else {
             return Ok(None);
@@ -485,10 +500,15 @@ impl M3edSource {
                 ),
             ));
         }
+        // A camera looking straight up or down is scanned all sweep long: its middle.
+        let scan_fraction = lut
+            .column_facing(&optical_axis_in_sensor(&calibration))
+            .map_or(0.5, |c| (c / (columns.max(2) - 1) as f64).clamp(0.0, 1.0));
         Ok(Some(ImageStream {
             data,
             timestamps,
             calibration,
+            scan_fraction,
             width: shape[2],
             height: shape[1],
         }))
@@ -621,7 +641,7 @@ impl M3edSource {
         let cloud = sweep
             .to_cloud(&self.lut, &self.ouster.data_format, entry.ts_start, entry.ts_end)
             .map_err(|e| SourceError::corrupt(path, location.clone(), e.to_string()))?;
-        let cameras = match self.camera_view(entry.ts_start, &location)? {
+        let cameras = match self.camera_view(&entry, &location)? {
             Some(view) => vec![view],
             None => Vec::new(),
         };
@@ -646,11 +666,13 @@ impl M3edSource {
         Ok((frame, report))
     }
 
-    /// The RGB image nearest to `time` (within the configured tolerance), converted BGR → RGB.
-    fn camera_view(&self, time: i64, location: &str) -> Result<Option<CameraView>, SourceError> {
+    /// The RGB image nearest the time `entry`'s sweep looks along the camera's axis (within the
+    /// configured tolerance), converted BGR → RGB.
+    fn camera_view(&self, entry: &SweepEntry, location: &str) -> Result<Option<CameraView>, SourceError> {
         let Some(stream) = &self.images else {
             return Ok(None);
         };
+        let time = entry.ts_start + ((entry.ts_end - entry.ts_start) as f64 * stream.scan_fraction).round() as i64;
         let Some(k) = nearest(&stream.timestamps, time) else {
             return Ok(None);
         };
@@ -782,7 +804,7 @@ impl Source for M3edSource {
     fn cameras(&self, index: usize) -> Result<Vec<CameraView>, SourceError> {
         let entry = self.entry(index)?;
         let location = format!("sweep {}", entry.row);
-        Ok(self.camera_view(entry.ts_start, &location)?.into_iter().collect())
+        Ok(self.camera_view(entry, &location)?.into_iter().collect())
     }
 }
 

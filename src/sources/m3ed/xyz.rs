@@ -183,6 +183,20 @@ impl XyzLut {
         best
     }
 
+    /// The measurement id (fractional, in `[0, columns)`) at which the sweep looks along the
+    /// sensor-frame `direction`, for the beams' mean azimuth offset: the column time of a camera's
+    /// optical axis. `None` for a direction along the spin axis.
+    pub fn column_facing(&self, direction: &Vector3<f64>) -> Option<f64> {
+        let d = self.lidar_from_sensor_rotation * direction;
+        if d.x == 0.0 && d.y == 0.0 {
+            return None;
+        }
+        let mean_offset = self.azimuth_rad.iter().sum::<f64>() / self.azimuth_rad.len().max(1) as f64;
+        let theta_enc = d.y.atan2(d.x) - mean_offset;
+        let w = self.columns as f64;
+        Some(((2.0 * PI - theta_enc) * w / (2.0 * PI)).rem_euclid(w))
+    }
+
     /// Elevation and azimuth (rad) of a sensor-frame point seen from the lidar origin.
     fn lidar_frame_angles(&self, point_in_sensor: &Point3<f64>) -> Option<(f64, f64)> {
         let p_mm = self.lidar_from_sensor_rotation * (point_in_sensor.coords / M_PER_MM - self.sensor_from_lidar_mm);
@@ -230,5 +244,35 @@ mod tests {
             assert!(hit.residual_m < 2e-3);
         }
         assert!(lut.pixel_for_point(&Point3::new(1e7, 0.0, 0.0)).is_none());
+    }
+
+    #[test]
+    fn column_facing_finds_the_measurement_that_looks_along_a_direction() {
+        let meta = OusterMetadata::os1_64_2048x10();
+        let lut = XyzLut::new(&meta);
+        let mean_deg = meta.beam_azimuth_angles_deg.iter().sum::<f64>() / 64.0;
+        let per_column_deg = 360.0 / 2048.0;
+        // The lidar frame is the sensor frame turned 180° about z: measurement 0 looks back
+        // (sensor −x), 512 left (+y), 1024 forward (+x), 1536 right, less the mean beam offset.
+        for (direction, column) in [
+            (Vector3::new(1.0, 0.0, 0.0), 1024.0),
+            (Vector3::new(0.0, 1.0, 0.3), 512.0),
+            (Vector3::new(0.0, -1.0, -0.3), 1536.0),
+        ] {
+            let expect = column - mean_deg / per_column_deg;
+            let got = lut.column_facing(&direction).unwrap();
+            assert!((got - expect).abs() < 1e-6, "{direction:?}: {got} vs {expect}");
+        }
+        // A beam whose offset is the mean looks along its own column's ray.
+        let row = (0..64)
+            .min_by(|&a, &b| {
+                let gap = |r: usize| (meta.beam_azimuth_angles_deg[r] - mean_deg).abs();
+                gap(a).total_cmp(&gap(b))
+            })
+            .unwrap();
+        let (_, dir) = lut.ray(row, 700).unwrap();
+        let slack = (meta.beam_azimuth_angles_deg[row] - mean_deg).abs() / per_column_deg + 1e-6;
+        assert!((lut.column_facing(&dir).unwrap() - 700.0).abs() <= slack);
+        assert!(lut.column_facing(&Vector3::z()).is_none());
     }
 }
