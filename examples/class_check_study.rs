@@ -3,7 +3,8 @@
 //! their true boxes given as labels with a seeded 10 % of the boxes' classes changed to another
 //! class, run through the real pipeline (`pipeline::run_sequence`, `labels` origin, the check on).
 //! Prints how many wrong boxes `class_conflict` flags (recall) and how many correct ones it flags
-//! too, and the notes of the tracks the check could not judge.
+//! too (over all boxes, over the boxes it judged and over those whose centre is in the image),
+//! and the notes of the tracks the check could not judge.
 //!
 //! ```sh
 //! cargo run --release --example class_check_study -- --classifier classifiers/crop_sim --frames 40 --seeds 31,32
@@ -98,6 +99,12 @@ fn wrong_class(true_class: ObjectClass, u: f64) -> ObjectClass {
 struct Tally {
     injected: usize,
     injected_flagged: usize,
+    /// Wrong boxes whose centre is inside a camera's image, and how many of them are flagged.
+    injected_in_view: usize,
+    injected_in_view_flagged: usize,
+    /// The same for the correct boxes.
+    correct_in_view: usize,
+    correct_in_view_flagged: usize,
     injected_checked: usize,
     correct: usize,
     correct_flagged: usize,
@@ -187,6 +194,7 @@ fn main() -> Result<()> {
                 let key = (r.frame_index, r.source_track_id.clone().unwrap_or_default());
                 let flagged = r.flags.iter().any(|f| f == "class_conflict");
                 let checked = r.rgb_class.is_some();
+                let in_view = r.cameras.iter().any(|c| c.in_fov);
                 if let Some(note) = &r.rgb_note {
                     *t.notes.entry(note.clone()).or_default() += 1;
                 }
@@ -194,6 +202,8 @@ fn main() -> Result<()> {
                     t.injected += 1;
                     t.injected_flagged += usize::from(flagged);
                     t.injected_checked += usize::from(checked);
+                    t.injected_in_view += usize::from(in_view);
+                    t.injected_in_view_flagged += usize::from(in_view && flagged);
                 } else {
                     if let Some(rgb) = &r.rgb_class {
                         *total.confusion.entry((r.class.clone(), rgb.clone())).or_default() += 1;
@@ -201,6 +211,8 @@ fn main() -> Result<()> {
                     t.correct += 1;
                     t.correct_flagged += usize::from(flagged);
                     t.correct_checked += usize::from(checked);
+                    t.correct_in_view += usize::from(in_view);
+                    t.correct_in_view_flagged += usize::from(in_view && flagged);
                 }
             }
             let notes: Vec<String> = t.notes.iter().map(|(k, v)| format!("{k} {v}")).collect();
@@ -224,6 +236,10 @@ fn main() -> Result<()> {
             total.correct += t.correct;
             total.correct_flagged += t.correct_flagged;
             total.correct_checked += t.correct_checked;
+            total.injected_in_view += t.injected_in_view;
+            total.injected_in_view_flagged += t.injected_in_view_flagged;
+            total.correct_in_view += t.correct_in_view;
+            total.correct_in_view_flagged += t.correct_in_view_flagged;
         }
     }
     let tp = total.injected_flagged;
@@ -243,6 +259,13 @@ fn main() -> Result<()> {
         "of the boxes the check judged: recall {}, correct flagged {}",
         pct(tp, total.injected_checked),
         pct(fp, total.correct_checked)
+    );
+    println!(
+        "of the boxes whose centre is in the camera's image ({} wrong, {} correct): recall {}, correct flagged {}",
+        total.injected_in_view,
+        total.correct_in_view,
+        pct(total.injected_in_view_flagged, total.injected_in_view),
+        pct(total.correct_in_view_flagged, total.correct_in_view)
     );
     println!("\njudged correct boxes, class → RGB vote:");
     for ((class, rgb), n) in &total.confusion {
