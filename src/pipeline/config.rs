@@ -730,6 +730,16 @@ mod tests {
         std::fs::write(&path, "origin = \"detect\"\n").unwrap();
         let e = PipelineConfig::load(&path).unwrap_err().to_string();
         assert!(e.contains("key `detectors`"), "{e}");
+        // The check's share limits are checked once it is on (the classifier folder exists).
+        std::fs::create_dir(dir.path().join("model")).unwrap();
+        std::fs::write(dir.path().join("model/classifier.toml"), "").unwrap();
+        std::fs::write(
+            &path,
+            "origin = \"labels\"\n[stages]\ncamera_check = true\n[camera]\nclassifier = \"model\"\nmin_view_in_image = 1.5\n",
+        )
+        .unwrap();
+        let e = PipelineConfig::load(&path).unwrap_err().to_string();
+        assert!(e.contains("camera.min_view_in_image") && e.contains("1.5"), "{e}");
     }
 
     #[test]
