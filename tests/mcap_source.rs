@@ -115,7 +115,16 @@ fn simulated_frames_read_back_from_a_bag() {
             "{:?}",
             written.notes
         );
-        let source = McapSource::open(&path, McapConfig::default()).unwrap();
+        // The frames carry the image the M3ED reader paired with mid-sweep (40, 160 and 240 ms
+        // for sweeps stamped 0, 100 and 200 ms): paired at the stamp, sweep 1's is 60 ms off,
+        // beyond the 50 ms tolerance; paired half a scan later, every sweep gets its own.
+        let at_stamp = McapSource::open(&path, McapConfig::default()).unwrap();
+        assert_eq!(at_stamp.frame(1).unwrap().cameras.len(), 0);
+        let config = McapConfig {
+            image_offset_micros: 50_000,
+            ..McapConfig::default()
+        };
+        let source = McapSource::open(&path, config).unwrap();
         assert!(source.indexed_from_summary());
         assert_eq!((source.len(), source.meta().source_kind), (3, "mcap"));
         assert!(source.meta().skipped.is_empty());

@@ -64,8 +64,14 @@ pub struct McapConfig {
     pub non_finite: NonFinite,
     /// What to do with a damaged chunk or message; default skip (and report) it.
     pub on_corrupt: OnCorrupt,
-    /// Largest gap between a sweep's stamp and the nearest image (µs); default 50,000.
+    /// Largest gap between a sweep's pairing time (`stamp + image_offset_micros`) and the nearest
+    /// image (µs); default 50,000.
     pub image_tolerance_micros: i64,
+    /// Images are paired with the sweep's stamp plus this (µs): when the LiDAR scans the cameras'
+    /// view, relative to the stamp; default 0. A spinning LiDAR stamped at the start of its 100 ms
+    /// scan with a forward camera wants about 50,000 (the M3ED reader computes it from its beam
+    /// table; a bag does not say).
+    pub image_offset_micros: i64,
     /// Largest gap between a sweep's stamp and a pose sample used for it (µs); default 100,000.
     pub pose_tolerance_micros: i64,
     /// IMU samples with `stamp + lo ≤ t < stamp + hi` go with a sweep (µs); default ± half the
@@ -91,6 +97,7 @@ impl Default for McapConfig {
             non_finite: NonFinite::Drop,
             on_corrupt: OnCorrupt::Skip,
             image_tolerance_micros: 50_000,
+            image_offset_micros: 0,
             pose_tolerance_micros: 100_000,
             imu_window_micros: None,
             max_message_bytes: 256 << 20,
@@ -1173,6 +1180,7 @@ impl McapSource {
     }
 
     fn camera_view(&self, camera: &CameraStream, stamp: i64) -> Result<Option<CameraView>, String> {
+        let stamp = stamp.saturating_add(self.config.image_offset_micros);
         let Some(k) = nearest(&camera.images, stamp, |e| e.0) else {
             return Ok(None);
         };
