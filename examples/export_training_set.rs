@@ -40,6 +40,7 @@ use boxlayer::sim::{LidarSweep, OUSTER_COLUMNS, SimConfig, SimSweep, Simulator, 
 use clap::{Parser, ValueEnum};
 use nalgebra::Isometry3;
 use rand::{RngExt, SeedableRng};
+use rayon::prelude::*;
 use serde_json::json;
 
 /// First seed reserved for held-out evaluation.
@@ -131,6 +132,76 @@ fn rings(sweep: &SimSweep) -> Vec<f32> {
     }
 }
 
+/// One sequence's label lines (one per exported sweep) and its point and box counts.
+struct SeedExport {
+    lines: Vec<serde_json::Value>,
+    points: usize,
+    boxes: usize,
+}
+
+/// Simulates one sequence and writes its exported sweeps' points.
+fn export_seed(args: &Args, profile: Option<&Profile>, seed: u64) -> anyhow::Result<SeedExport> {
+    let sim = Simulator::new(
+        sequence_config(args.frames, seed, args.vary, args.hard_clutter),
+        args.platform,
+        seed,
+    )?;
+    let mut out = SeedExport {
+        lines: Vec::new(),
+        points: 0,
+        boxes: 0,
+    };
+    for index in (0..sim.len()).step_by(args.stride) {
+        let sweep = sim.sweep(index)?;
+        let cloud = sim_cloud::sim_cloud(&sim, &sweep)?;
+        let ring = rings(&sweep);
+        anyhow::ensure!(
+            ring.len() == cloud.len(),
+            "seed {seed} sweep {index}: rings do not match the points"
+        );
+        let to_frame = match profile {
+            Some(p) => {
+                sim_frame::true_normalization(&sweep, p).with_context(|| format!("seed {seed} sweep {index}"))?
+            }
+            None => Isometry3::identity(),
+        };
+        let name = format!("{}_{seed}_{index:03}.bin", args.platform);
+        let cloud = sim_frame::transformed(&cloud, &to_frame)?;
+        let mut bytes = Vec::with_capacity(cloud.len() * 20);
+        for (i, &r) in ring.iter().enumerate() {
+            for v in [cloud.x()[i], cloud.y()[i], cloud.z()[i], cloud.intensity()[i], r] {
+                bytes.extend_from_slice(&v.to_le_bytes());
+            }
+        }
+        let path = args.out.join(&name);
+        std::fs::write(&path, &bytes).with_context(|| format!("{}", path.display()))?;
+        let objects: Vec<_> = sweep
+            .objects
+            .iter()
+            .map(|o| {
+                let b = o.box_in_sensor.transformed(&to_frame);
+                json!({
+                    "box": [b.x, b.y, b.z, b.l, b.w, b.h, b.yaw, b.pitch, b.roll],
+                    "class": o.class.as_str(),
+                    "num_points": o.num_lidar_points,
+                    "track_id": o.track_id,
+                })
+            })
+            .collect();
+        out.boxes += objects.len();
+        out.points += cloud.len();
+        out.lines.push(json!({
+            "file": name,
+            "platform": args.platform.to_string(),
+            "seed": seed,
+            "sweep": index,
+            "frame": format!("{:?}", args.frame).to_lowercase(),
+            "objects": objects,
+        }));
+    }
+    Ok(out)
+}
+
 fn parse_range(text: &str) -> anyhow::Result<std::ops::Range<u64>> {
     let (a, b) = text
         .split_once("..")
@@ -179,67 +250,20 @@ fn main() -> anyhow::Result<()> {
         }))?,
     )?;
     let start = Instant::now();
+    // Sequences are simulated in parallel (each writes its own sweep files); their label lines
+    // are written in seed order, so the set does not depend on the thread count.
+    let per_seed: Vec<SeedExport> = seeds
+        .into_par_iter()
+        .map(|seed| export_seed(&args, profile.as_ref(), seed))
+        .collect::<anyhow::Result<_>>()?;
     let (mut sweeps, mut points, mut boxes) = (0usize, 0usize, 0usize);
-    for seed in seeds {
-        let sim = Simulator::new(
-            sequence_config(args.frames, seed, args.vary, args.hard_clutter),
-            args.platform,
-            seed,
-        )?;
-        for index in (0..sim.len()).step_by(args.stride) {
-            let sweep = sim.sweep(index)?;
-            let cloud = sim_cloud::sim_cloud(&sim, &sweep)?;
-            let ring = rings(&sweep);
-            anyhow::ensure!(
-                ring.len() == cloud.len(),
-                "sweep {index}: rings do not match the points"
-            );
-            let to_frame = match &profile {
-                Some(p) => {
-                    sim_frame::true_normalization(&sweep, p).with_context(|| format!("seed {seed} sweep {index}"))?
-                }
-                None => Isometry3::identity(),
-            };
-            let name = format!("{}_{seed}_{index:03}.bin", args.platform);
-            let cloud = sim_frame::transformed(&cloud, &to_frame)?;
-            let mut bytes = Vec::with_capacity(cloud.len() * 20);
-            for (i, &r) in ring.iter().enumerate() {
-                for v in [cloud.x()[i], cloud.y()[i], cloud.z()[i], cloud.intensity()[i], r] {
-                    bytes.extend_from_slice(&v.to_le_bytes());
-                }
-            }
-            let path = args.out.join(&name);
-            std::fs::write(&path, &bytes).with_context(|| format!("{}", path.display()))?;
-            let objects: Vec<_> = sweep
-                .objects
-                .iter()
-                .map(|o| {
-                    let b = o.box_in_sensor.transformed(&to_frame);
-                    json!({
-                        "box": [b.x, b.y, b.z, b.l, b.w, b.h, b.yaw, b.pitch, b.roll],
-                        "class": o.class.as_str(),
-                        "num_points": o.num_lidar_points,
-                        "track_id": o.track_id,
-                    })
-                })
-                .collect();
-            boxes += objects.len();
-            points += cloud.len();
-            sweeps += 1;
-            let line = json!({
-                "file": name,
-                "platform": args.platform.to_string(),
-                "seed": seed,
-                "sweep": index,
-                "frame": format!("{:?}", args.frame).to_lowercase(),
-                "objects": objects,
-            });
+    for seed in per_seed {
+        for line in &seed.lines {
             writeln!(labels, "{line}")?;
         }
-        eprintln!(
-            "seed {seed}: {sweeps} sweeps so far, {:.0} s",
-            start.elapsed().as_secs_f64()
-        );
+        sweeps += seed.lines.len();
+        points += seed.points;
+        boxes += seed.boxes;
     }
     labels.flush()?;
     println!(

@@ -60,7 +60,10 @@ C = 32, 5.8 MB at C = 128; C ≥ 150 exceeds the budget (refused before training
 """
 
 import argparse
+import collections
+import functools
 import hashlib
+import multiprocessing
 import json
 import math
 import pathlib
@@ -107,8 +110,9 @@ def point_features(points, order):
     return feats
 
 
-def pillarize(points, g):
-    """boxlayer's pillariser in numpy: pillars [P, max_points, 10] and cells (iy, ix). Channels:
+def pillarize_sparse(points, g):
+    """boxlayer's pillariser in numpy, as the points that land in pillars: per kept point its 10
+    channels, pillar and slot, plus the pillar count and the pillars' cells (iy, ix). Channels:
     `centerpoint` = x, y, z, i, Δt, x−x̄, y−ȳ, z−z̄, x−x_c, y−y_c;
     `openpcdet` = x, y, z, i, x−x̄, y−ȳ, z−z̄, x−x_c, y−y_c, z−z_c."""
     mn = np.array(g.range[:3], np.float32)
@@ -153,9 +157,16 @@ def pillarize(points, g):
     chans[:, k + 4] = xyz[:, 1] - centre_y[pillar]
     if g.feature_order == "openpcdet":
         chans[:, k + 5] = xyz[:, 2] - (size[2] / 2 + mn[2])
+    return chans, pillar, slot, p_count, np.stack([cy, cx], 1)
+
+
+def pillarize(points, g):
+    """boxlayer's pillariser in numpy: pillars [P, max_points, 10] (channels as
+    `pillarize_sparse`) and cells (iy, ix)."""
+    chans, pillar, slot, p_count, cells = pillarize_sparse(points, g)
     out = np.zeros((max(p_count, 1), g.max_points, 10), np.float32)
     out[pillar, slot] = chans
-    return out, np.stack([cy, cx], 1)
+    return out, cells
 
 
 class PillarEncoder(nn.Module):
@@ -548,18 +559,20 @@ def focal_loss(pred, gt):
 
 def make_batch(items, rng, g, crop, crops_per_sweep, anchors=None, double_angle=False, args=None):
     """Pillars, coordinates and targets of `crops_per_sweep` random crop × crop pillar windows of
-    each (augmented) sweep. The network is fully convolutional, so it trains on windows and runs
-    on the whole grid; windows start on multiples of 4 cells so the strides line up.
-    CenterPoint targets (anchors None): heatmap, centre index, mask, regression; anchor targets:
-    label, residual and direction per anchor."""
-    pillars, coords, heats, inds, masks, tgts = [], [], [], [], [], []
+    each (augmented) sweep, as numpy arrays (`to_device` makes the tensors). The network is fully
+    convolutional, so it trains on windows and runs on the whole grid; windows start on multiples
+    of 4 cells so the strides line up. The pillars travel sparse: each kept point's channels,
+    pillar and slot. CenterPoint targets (anchors None): heatmap, centre index, mask, regression;
+    anchor targets: label, residual and direction per anchor."""
+    chans, pillar_of, slots, coords, heats, inds, masks, tgts = [], [], [], [], [], [], [], []
+    n_pillars = 0
     s = g.stride
     for path, boxes, labels, columns in items:
         pts = np.fromfile(path, "<f4").reshape(-1, columns)
         if args is not None:
             pts, boxes = sensor_augment(pts, boxes, rng, args)
         pts, boxes = augment(pts[:, :4], boxes, rng)
-        p, c = pillarize(pts, g)
+        ch, pil, slot, _, c = pillarize_sparse(pts, g)
         if anchors is None:
             heat, ind, mask, tgt = targets(boxes, labels, g, double_angle=double_angle)
         else:
@@ -569,7 +582,12 @@ def make_batch(items, rng, g, crop, crops_per_sweep, anchors=None, double_angle=
             ox = 4 * int(rng.integers(0, (g.nx - crop) // 4 + 1))
             oy = 4 * int(rng.integers(0, (g.ny - crop) // 4 + 1))
             inside = (c[:, 0] >= oy) & (c[:, 0] < oy + crop) & (c[:, 1] >= ox) & (c[:, 1] < ox + crop)
-            pillars.append(p[inside])
+            renumber = np.cumsum(inside) - 1
+            keep = inside[pil]
+            chans.append(ch[keep])
+            pillar_of.append(renumber[pil[keep]] + n_pillars)
+            slots.append(slot[keep])
+            n_pillars += int(inside.sum())
             cc = c[inside] - [oy, ox]
             coords.append(np.concatenate([np.full((len(cc), 1), b), cc], 1))
             m = crop // s
@@ -587,13 +605,60 @@ def make_batch(items, rng, g, crop, crops_per_sweep, anchors=None, double_angle=
             masks.append(ok.astype(np.float32))
             tgts.append(tgt)
     return (
-        torch.from_numpy(np.concatenate(pillars)),
-        torch.from_numpy(np.concatenate(coords)),
-        torch.from_numpy(np.stack(heats)),
-        torch.from_numpy(np.stack(inds)),
-        torch.from_numpy(np.stack(masks)),
-        torch.from_numpy(np.stack(tgts)),
+        np.concatenate(chans),
+        np.concatenate(pillar_of),
+        np.concatenate(slots),
+        n_pillars,
+        np.concatenate(coords),
+        np.stack(heats),
+        np.stack(inds),
+        np.stack(masks),
+        np.stack(tgts),
     )
+
+
+def to_device(batch, max_points, device):
+    """The tensors of a `make_batch` batch on `device`: pillars [P, max_points, 10] (built there
+    from the sparse points), coordinates and targets."""
+    chans, pillar_of, slots, n_pillars, *rest = batch
+    pillars = torch.zeros(n_pillars, max_points, 10, device=device)
+    pillars[torch.from_numpy(pillar_of).to(device), torch.from_numpy(slots).to(device)] = torch.from_numpy(
+        chans
+    ).to(device)
+    return (pillars, *(torch.from_numpy(t).to(device, non_blocking=True) for t in rest))
+
+
+def steps_items(n_items, seed, step, per_step):
+    """The sweeps (indices) of training step `step` with --workers: step after step through one
+    seeded permutation of the set per epoch, a function of (seed, step) alone, so a resumed run
+    and any worker count draw the same sweeps."""
+    out = []
+    for k in range(step * per_step, (step + 1) * per_step):
+        epoch, i = divmod(k, n_items)
+        out.append(int(epoch_order(n_items, seed, epoch)[i]))
+    return out
+
+
+@functools.lru_cache(maxsize=4)
+def epoch_order(n_items, seed, epoch):
+    return np.random.default_rng([seed, 1, epoch]).permutation(n_items)
+
+
+WORKER = {}
+
+
+def worker_init(items, g, args, anchors, double_angle):
+    """Per data worker: the training set and options, one torch thread."""
+    torch.set_num_threads(1)
+    WORKER.update(items=items, g=g, args=args, anchors=anchors, double_angle=double_angle)
+
+
+def worker_batch(step):
+    """Step `step`'s batch with --workers, augmented from its own stream seeded by (seed, step)."""
+    w, a = WORKER, WORKER["args"]
+    batch = [w["items"][i] for i in steps_items(len(w["items"]), a.seed, step, a.sweeps_per_step)]
+    rng = np.random.default_rng([a.seed, 2, step])
+    return make_batch(batch, rng, w["g"], a.crop, a.crops_per_sweep, w["anchors"], w["double_angle"], a)
 
 
 def scatter(features, coords, batch, ny, nx):
@@ -623,10 +688,13 @@ def save_checkpoint(path, step, enc, head, opt, sched, rng, order, pos, wall_s):
 
 
 def train(args):
+    launched = time.time()
     torch.manual_seed(args.seed)
     rng = np.random.default_rng(args.seed)
     torch.set_num_threads(args.threads)
     device = train_device(args.device)
+    if device.type == "cuda":
+        torch.backends.cudnn.benchmark = True  # the training windows keep one shape
     g = Grid(args)
     items = [item for data in args.data for item in load_set(pathlib.Path(data), args.min_points)]
     print(f"{len(items)} sweeps from {len(args.data)} folder(s); grid {g.nx}x{g.ny}, maps {g.w}x{g.h}", flush=True)
@@ -645,7 +713,7 @@ def train(args):
     first_step, elapsed = 0, 0.0
     checkpoint = pathlib.Path(args.checkpoint) if args.checkpoint else None
     if checkpoint is not None and checkpoint.exists():
-        state = torch.load(checkpoint, weights_only=False)
+        state = torch.load(checkpoint, weights_only=False, map_location="cpu")
         enc.load_state_dict(state["enc"])
         head.load_state_dict(state["head"])
         opt.load_state_dict(state["opt"])
@@ -655,55 +723,86 @@ def train(args):
         order, pos, first_step, elapsed = state["order"], state["pos"], state["step"], state["wall_s"]
         print(f"resumed from {checkpoint} at step {first_step}", flush=True)
     start = time.time() - elapsed
+    steps_done = first_step
     enc.train()
     head.train()
-    for step in range(first_step, args.steps):
-        batch = []
-        for _ in range(args.sweeps_per_step):
-            if pos == len(order):
-                order, pos = rng.permutation(len(items)), 0
-            batch.append(items[order[pos]])
-            pos += 1
-        pillars, coords, heat, ind, mask, tgt = (
-            t.to(device, non_blocking=True)
-            for t in make_batch(batch, rng, g, args.crop, args.crops_per_sweep, anchors, double_angle, args)
+    pool, pending, next_step, wait_s = None, collections.deque(), first_step, 0.0
+    if args.workers > 0:
+        pool = multiprocessing.get_context("spawn").Pool(
+            args.workers, worker_init, (items, g, args, anchors, double_angle)
         )
-        n = len(heat)
-        canvas = scatter(enc(pillars), coords, n, args.crop, args.crop)
-        if args.head == "anchor":
-            cls_loss, loc_loss, dir_loss = anchor_loss(*head(canvas), heat, ind, mask)
-            loss = cls_loss + loc_loss + dir_loss
-            parts, clip_norm = {"cls": cls_loss, "loc": loc_loss, "dir": dir_loss}, 10
-        else:
-            hm, reg, height, dim, rot, *dirs = head(canvas)
-            hm_loss = focal_loss(hm, heat)
-            box = torch.cat([reg, height, dim, rot], 1).flatten(2)  # [B, 8, H·W]
-            pred = torch.gather(box, 2, ind[:, None, :].expand(-1, 8, -1)).permute(0, 2, 1)  # [B, n, 8]
-            m = mask[..., None]
-            loc_loss = (torch.abs(pred - tgt[..., :8]) * m).sum() / torch.clamp(m.sum(), min=1)
-            loss = hm_loss + args.loc_weight * loc_loss
-            parts, clip_norm = {"hm": hm_loss, "loc": loc_loss}, 35
-            if dirs:
-                logits = torch.gather(dirs[0].flatten(2), 2, ind[:, None, :].expand(-1, 2, -1)).permute(0, 2, 1)
-                ce = F.cross_entropy(logits.reshape(-1, 2), tgt[..., 8].reshape(-1).long(), reduction="none")
-                dir_loss = (ce * mask.reshape(-1)).sum() / torch.clamp(mask.sum(), min=1)
-                loss = loss + args.dir_weight * dir_loss
-                parts["dir"] = dir_loss
-        opt.zero_grad()
-        loss.backward()
-        nn.utils.clip_grad_norm_(params, clip_norm)
-        opt.step()
-        sched.step()
-        if step % 50 == 0 or step == args.steps - 1:
-            detail = " ".join(f"{name} {value.item():.3f}" for name, value in parts.items())
-            print(
-                f"step {step} loss {loss.item():.3f} {detail} "
-                f"lr {sched.get_last_lr()[0]:.5f} {time.time() - start:.0f} s",
-                flush=True,
-            )
-        if checkpoint is not None and ((step + 1) % args.checkpoint_every == 0 or step + 1 == args.steps):
-            save_checkpoint(checkpoint, step + 1, enc, head, opt, sched, rng, order, pos, time.time() - start)
-    return enc.cpu(), head.cpu(), g, time.time() - start, len(items)
+    try:
+        for step in range(first_step, args.steps):
+            if pool is None:
+                batch = []
+                for _ in range(args.sweeps_per_step):
+                    if pos == len(order):
+                        order, pos = rng.permutation(len(items)), 0
+                    batch.append(items[order[pos]])
+                    pos += 1
+                arrays = make_batch(batch, rng, g, args.crop, args.crops_per_sweep, anchors, double_angle, args)
+            else:
+                while next_step < args.steps and len(pending) < 2 * args.workers:
+                    pending.append(pool.apply_async(worker_batch, (next_step,)))
+                    next_step += 1
+                waited = time.time()
+                arrays = pending.popleft().get()
+                wait_s += time.time() - waited
+            loss, parts, clip_norm = train_step(arrays, enc, head, g, anchors, args, device)
+            opt.zero_grad()
+            loss.backward()
+            nn.utils.clip_grad_norm_(params, clip_norm)
+            opt.step()
+            sched.step()
+            if step % args.log_every == 0 or step == args.steps - 1:
+                detail = " ".join(f"{name} {value.item():.3f}" for name, value in parts.items())
+                waiting = f" (data wait {wait_s:.0f} s)" if pool is not None else ""
+                print(
+                    f"step {step} loss {loss.item():.3f} {detail} "
+                    f"lr {sched.get_last_lr()[0]:.5f} {time.time() - start:.1f} s{waiting}",
+                    flush=True,
+                )
+            steps_done = step + 1
+            late = args.deadline_s is not None and time.time() - launched > args.deadline_s
+            if checkpoint is not None and (
+                steps_done % args.checkpoint_every == 0 or steps_done == args.steps or late
+            ):
+                save_checkpoint(checkpoint, steps_done, enc, head, opt, sched, rng, order, pos, time.time() - start)
+            if late and steps_done < args.steps:
+                print(
+                    f"--deadline-s {args.deadline_s}: stopping at step {steps_done} of {args.steps} "
+                    "(the export is of an unfinished schedule; the same command resumes from the checkpoint)",
+                    flush=True,
+                )
+                break
+    finally:
+        if pool is not None:
+            pool.terminate()
+    return enc.cpu(), head.cpu(), g, time.time() - start, len(items), steps_done
+
+
+def train_step(arrays, enc, head, g, anchors, args, device):
+    """Forward pass and losses of one batch: (total loss, named parts, gradient clip norm)."""
+    pillars, coords, heat, ind, mask, tgt = to_device(arrays, g.max_points, device)
+    canvas = scatter(enc(pillars), coords, len(heat), args.crop, args.crop)
+    if args.head == "anchor":
+        cls_loss, loc_loss, dir_loss = anchor_loss(*head(canvas), heat, ind, mask)
+        return cls_loss + loc_loss + dir_loss, {"cls": cls_loss, "loc": loc_loss, "dir": dir_loss}, 10
+    hm, reg, height, dim, rot, *dirs = head(canvas)
+    hm_loss = focal_loss(hm, heat)
+    box = torch.cat([reg, height, dim, rot], 1).flatten(2)  # [B, 8, H·W]
+    pred = torch.gather(box, 2, ind[:, None, :].expand(-1, 8, -1)).permute(0, 2, 1)  # [B, n, 8]
+    m = mask[..., None]
+    loc_loss = (torch.abs(pred - tgt[..., :8]) * m).sum() / torch.clamp(m.sum(), min=1)
+    loss = hm_loss + args.loc_weight * loc_loss
+    parts = {"hm": hm_loss, "loc": loc_loss}
+    if dirs:
+        logits = torch.gather(dirs[0].flatten(2), 2, ind[:, None, :].expand(-1, 2, -1)).permute(0, 2, 1)
+        ce = F.cross_entropy(logits.reshape(-1, 2), tgt[..., 8].reshape(-1).long(), reduction="none")
+        dir_loss = (ce * mask.reshape(-1)).sum() / torch.clamp(mask.sum(), min=1)
+        loss = loss + args.dir_weight * dir_loss
+        parts["dir"] = dir_loss
+    return loss, parts, 35
 
 
 def sha256(path):
@@ -813,7 +912,7 @@ threads = 1
 """
 
 
-def export(enc, head, g, args, wall_s, n_sweeps):
+def export(enc, head, g, args, wall_s, n_sweeps, steps_done):
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     enc.eval()
@@ -838,7 +937,7 @@ def export(enc, head, g, args, wall_s, n_sweeps):
     onnx.save(to_nhwc(onnx.load(out / "head.onnx")), out / "head.onnx")
     (out / "detector.toml").write_text(manifest(g, args, out))
     (out / "training.json").write_text(json.dumps({
-        "command": " ".join(args.command), "seed": args.seed, "steps": args.steps,
+        "command": " ".join(args.command), "seed": args.seed, "steps": args.steps, "steps_done": steps_done,
         "sweeps_per_step": args.sweeps_per_step, "crops_per_sweep": args.crops_per_sweep, "crop": args.crop,
         "threads": args.threads, "device": args.device, "training_sweeps": n_sweeps, "wall_s": round(wall_s), "torch": torch.__version__,
         "options": {k: v for k, v in sorted(vars(args).items()) if k != "command"},
@@ -867,7 +966,13 @@ def main():
     ap.add_argument("--z-shift", type=float, default=0.0, help="shift points and boxes by up to this along z (m)")
     ap.add_argument("--checkpoint", help="checkpoint file: saved every --checkpoint-every steps, resumed from")
     ap.add_argument("--checkpoint-every", type=int, default=100)
+    ap.add_argument("--log-every", type=int, default=50, help="print the losses every this many steps")
     ap.add_argument("--steps", type=int, default=3000)
+    ap.add_argument(
+        "--deadline-s", type=float,
+        help="stop after this many seconds of this process (checkpoint saved, model exported, "
+        "training.json's steps_done < steps) so a fixed-length session ends with something to measure",
+    )
     ap.add_argument("--sweeps-per-step", type=int, default=2)
     ap.add_argument("--crops-per-sweep", type=int, default=2, help="training windows per sweep")
     ap.add_argument("--crop", type=int, default=128, help="training window side (pillars, multiple of 4)")
@@ -883,6 +988,11 @@ def main():
     ap.add_argument("--min-points", type=int, default=1, help="objects with fewer returns get no target")
     ap.add_argument("--threads", type=int, default=2, help="torch CPU threads")
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="train on the CPU or a CUDA GPU")
+    ap.add_argument(
+        "--workers", type=int, default=0,
+        help="data worker processes (0: prepare each batch in the training process); with workers each "
+        "step's sweeps and augmentation come from streams seeded by (seed, step)",
+    )
     pre, _ = ap.parse_known_args()
     if pre.config:
         with open(pre.config, "rb") as f:
@@ -899,8 +1009,8 @@ def main():
     if head_mb > 8:
         raise SystemExit(f"--channels {args.channels}: head.onnx would be about {head_mb:.1f} MB, over the 8 MB budget")
     args.command = ["python3", "tools/train/train.py"] + sys.argv[1:]
-    enc, head, g, wall_s, n = train(args)
-    export(enc, head, g, args, wall_s, n)
+    enc, head, g, wall_s, n, steps_done = train(args)
+    export(enc, head, g, args, wall_s, n, steps_done)
 
 
 if __name__ == "__main__":
