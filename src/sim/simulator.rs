@@ -754,7 +754,7 @@ impl Simulator {
         for object in &self.scene.objects {
             let Some(label) = object.label else { continue };
             let pose = object.world_from_object(&self.scene.terrain, t_ref);
-            let box_in_world = object.shape.local_box.transformed(&pose);
+            let box_in_world = object.shape.label_box.transformed(&pose);
             let hits = counts.get(&object.track_id).copied().unwrap_or(0);
             let distance = (box_in_world.center().coords - lidar_origin).norm();
             if hits == 0 && distance > max_range {
@@ -772,7 +772,7 @@ impl Simulator {
                 track_id: object.track_id,
                 class: label.class(),
                 label,
-                box_in_sensor: object.shape.local_box.transformed(&(sensor_from_world * pose)),
+                box_in_sensor: object.shape.label_box.transformed(&(sensor_from_world * pose)),
                 box_in_world,
                 num_lidar_points: hits,
                 velocity_in_world: (after - before) / 0.1,
