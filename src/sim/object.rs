@@ -297,6 +297,18 @@ pub fn vehicle_shape(label: FineLabel, rng: &mut impl rand::Rng) -> ObjectShape 
     }
     // The body sits inside the wheels' width, so wheels show in the arches.
     let body_w = w - 0.06;
+    // Side mirrors at the front of the side windows, `reach` out from the body on each side:
+    // they are in the tight box, as in the datasets' vehicle labels (the real Waymo fixture frame's
+    // cars are 1.97–2.26 m wide, their bodies 1.75–1.9 m).
+    let mirrors = |x: f64, z: f64, reach: f64| {
+        [-1.0, 1.0].map(|sy| {
+            Part::cuboid(
+                Vector3::new(0.1, reach, 0.12),
+                Vector3::new(x, sy * (body_w + reach) / 2.0, z),
+                body,
+            )
+        })
+    };
     match label {
         FineLabel::Car => {
             let body_h = 0.45 * (h - clearance) + 0.12;
@@ -317,6 +329,11 @@ pub fn vehicle_shape(label: FineLabel, rng: &mut impl rand::Rng) -> ObjectShape 
                 Vector3::new(-0.08 * l, 0.0, h - 0.03),
                 body,
             ));
+            parts.extend(mirrors(
+                -0.08 * l + cabin_l / 2.0 - 0.1,
+                clearance + body_h + 0.08,
+                0.13,
+            ));
         }
         FineLabel::Van => {
             parts.push(Part::cuboid(
@@ -330,6 +347,7 @@ pub fn vehicle_shape(label: FineLabel, rng: &mut impl rand::Rng) -> ObjectShape 
                 Vector3::new(l / 2.0 - 0.4, 0.0, clearance + nose_h / 2.0),
                 body,
             ));
+            parts.extend(mirrors(l / 2.0 - 0.9, clearance + nose_h + 0.15, 0.15));
         }
         FineLabel::Bus => {
             parts.push(Part::cuboid(
@@ -347,6 +365,7 @@ pub fn vehicle_shape(label: FineLabel, rng: &mut impl rand::Rng) -> ObjectShape 
                 Vector3::new(0.0, 0.0, h - (h - clearance) * 0.075),
                 body,
             ));
+            parts.extend(mirrors(l / 2.0 - 0.3, clearance + (h - clearance) * 0.6, 0.25));
         }
         FineLabel::Truck => {
             let cab_l = 2.0;
@@ -356,6 +375,7 @@ pub fn vehicle_shape(label: FineLabel, rng: &mut impl rand::Rng) -> ObjectShape 
                 Vector3::new(l / 2.0 - cab_l / 2.0, 0.0, clearance + cab_h / 2.0),
                 body,
             ));
+            parts.extend(mirrors(l / 2.0 - 0.5, clearance + cab_h * 0.7, 0.22));
             let box_l = l - cab_l - 0.2;
             parts.push(Part::cuboid(
                 Vector3::new(box_l, w, h - clearance - 0.1),
@@ -737,7 +757,10 @@ mod tests {
             // Same centre and height as the body; a footprint that holds it.
             assert_eq!((label.x, label.y, label.z, label.h), (body.x, body.y, body.z, body.h));
             assert!(label.l > body.l + 0.2 && label.w > body.w, "{body:?} in {label:?}");
-            assert!((0.7..=1.1).contains(&label.l) && (0.7..=1.0).contains(&label.w), "{label:?}");
+            assert!(
+                (0.7..=1.1).contains(&label.l) && (0.7..=1.0).contains(&label.w),
+                "{label:?}"
+            );
             lengths.push(label.l);
             widths.push(label.w);
         }
