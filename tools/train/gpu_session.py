@@ -37,6 +37,7 @@ STEP_LINE = re.compile(r"^step (\d+) .* lr \S+ ([0-9.]+) s")
 
 
 def log(message, sink):
+    """Prints a timestamped line and appends it to the session log."""
     line = f"[{time.strftime('%H:%M:%S')}] {message}"
     print(line, flush=True)
     sink.write(line + "\n")
@@ -73,6 +74,7 @@ def build_set(args, sink):
 
 
 def train_command(args, config, out, steps, extra):
+    """The train.py command line of `config` on the session's set, `steps` steps, into `out`."""
     data = [str(pathlib.Path(args.data) / p) for p in PLATFORMS]
     return [
         sys.executable, "tools/train/train.py", "--config", f"tools/train/configs/{config}.toml",
@@ -174,11 +176,10 @@ def main():
             tar.add(folder, arcname=f"detectors/{c}")
         for path in cal_logs:
             tar.add(path, arcname=f"calibration/{path.name}")
-    json.dump(
-        {"rates": rates, "steps": plan, "codes": dict(zip(args.configs, codes)), "wall_s": time.time() - started},
-        open(out / "session.json", "w"), indent=1,
-    )
+    summary = {"rates": rates, "steps": plan, "codes": dict(zip(args.configs, codes)), "wall_s": time.time() - started}
+    (out / "session.json").write_text(json.dumps(summary, indent=1) + "\n")
     log(f"wrote {out}/detectors.tar after {time.time() - started:.0f} s", sink)
+    sink.close()
 
 
 if __name__ == "__main__":

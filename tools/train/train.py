@@ -54,7 +54,12 @@ learning rate), so one command reproduces the weights up to floating-point diffe
 CPUs and thread counts (--threads, default 2).
 
 --device cuda trains on a GPU (the data loading and pillarisation stay in numpy on the CPU; the
-export always runs on the CPU, so the ONNX files are the same kind either way). Bundled models must
+export always runs on the CPU, so the ONNX files are the same kind either way). --workers N
+prepares the batches in N processes; each step's sweeps and augmentation then come from streams
+seeded by (seed, step), so the weights do not depend on N and a resumed run continues exactly
+(--workers 0, the default, keeps the single-stream order the bundled models were trained with).
+--deadline-s S stops after S seconds, saves the checkpoint and exports what is trained
+(training.json: steps_done < steps); tools/train/gpu_session.py uses it to fit a device session. Bundled models must
 stay under 8 MB per ONNX file: the head holds about 89·C² weights (C = --channels), 0.36 MB at
 C = 32, 5.8 MB at C = 128; C ≥ 150 exceeds the budget (refused before training starts).
 """
@@ -63,9 +68,9 @@ import argparse
 import collections
 import functools
 import hashlib
-import multiprocessing
 import json
 import math
+import multiprocessing
 import pathlib
 import sys
 import time
@@ -643,7 +648,7 @@ def to_device(batch, max_points, device):
     return (pillars, *(torch.from_numpy(t).to(device, non_blocking=True) for t in rest))
 
 
-def steps_items(n_items, seed, step, per_step):
+def step_items(n_items, seed, step, per_step):
     """The sweeps (indices) of training step `step` with --workers: step after step through one
     seeded permutation of the set per epoch, a function of (seed, step) alone, so a resumed run
     and any worker count draw the same sweeps."""
@@ -656,6 +661,7 @@ def steps_items(n_items, seed, step, per_step):
 
 @functools.lru_cache(maxsize=4)
 def epoch_order(n_items, seed, epoch):
+    """The order of the training set in epoch `epoch` with --workers (seeded by seed and epoch)."""
     return np.random.default_rng([seed, 1, epoch]).permutation(n_items)
 
 
@@ -671,7 +677,7 @@ def worker_init(items, g, args, anchors, double_angle):
 def worker_batch(step):
     """Step `step`'s batch with --workers, augmented from its own stream seeded by (seed, step)."""
     w, a = WORKER, WORKER["args"]
-    batch = [w["items"][i] for i in steps_items(len(w["items"]), a.seed, step, a.sweeps_per_step)]
+    batch = [w["items"][i] for i in step_items(len(w["items"]), a.seed, step, a.sweeps_per_step)]
     rng = np.random.default_rng([a.seed, 2, step])
     return make_batch(batch, rng, w["g"], a.crop, a.crops_per_sweep, w["anchors"], w["double_angle"], a)
 
