@@ -9,16 +9,18 @@ network stays as trained.
         --data /work/refit/vehicle /work/refit/drone /work/refit/quadruped
 
 Why: until 2026-12-04 the simulator labelled a pedestrian with its body-tight box (0.25–0.45 m
-front to back); it now draws them as the datasets' annotators do (0.7–1.1 × 0.7–1.0 m,
-docs/simulator.md). Networks trained before keep finding people where they are but size them
-to the old convention, which misses IoU 0.5 against the new labels. Their size regressor is a
-linear map of 32 features per cell, so refitting it is a closed-form least-squares problem over
-the training sweeps' objects, with the same targets as training (`train.targets`: log l, w, h at
-the centre cell).
+front to back) and its vehicles had no side mirrors; it now draws people as the datasets'
+annotators do (0.7–1.1 × 0.7–1.0 m) and vehicles with mirrors (cars 0.2 m wider;
+docs/simulator.md). Networks trained before keep finding objects where they are but size them to
+the old convention, which misses IoU 0.5 for people against the new labels. Their size regressor
+is a linear map of the features at a cell (32 for the bundled centre heads, 64 for the anchor
+head), so refitting it is a closed-form least-squares problem over the training sweeps' objects,
+with the same targets as training (`train.targets`: log l, w, h at the centre cell;
+`train.anchor_targets`: the residuals).
 
 The fit uses the sweeps of the seeds before the last fifth, reports the mean absolute log-size
 error per class on that last fifth before and after, then fits on all of them and writes
-head.onnx (only those three rows and biases changed), its sha256 in detector.toml and
+head.onnx (only those rows and their biases changed), its sha256 in detector.toml and
 `refit_sizes.json` (command, samples and errors). Deterministic: no random draws.
 """
 
@@ -209,7 +211,7 @@ def main():
     text = text.replace(f'sha256 = "{old}"', f'sha256 = "{sha256(head_path)}"')
     if "refit_sizes.py" not in text:
         text = re.sub(
-            r"^(name = )", "# head.onnx: size rows refit to the 2026-12-04 pedestrian labels by tools/train/refit_sizes.py "
+            r"^(name = )", "# head.onnx: size rows refit to the 2026-12-04 labels (pedestrians, vehicle mirrors) by tools/train/refit_sizes.py "
             "(refit_sizes.json).\n\\1", text, count=1, flags=re.M,
         )
     (folder / "detector.toml").write_text(text)
