@@ -3,7 +3,8 @@
 //! error of the near, well-seen vehicles (≥ 30 returns, < 30 m) and precision of the confident
 //! (score ≥ 0.3) vehicle detections within 30 m, as the bundled-detector test checks them
 //! (2 m BEV centre gate) with the quantiles of that centre error and its signed offset along the
-//! sensor ray and the true heading, and the time of each stage of
+//! sensor ray and the true heading, their vertical placement (vehicle AP with 3D IoU beside BEV,
+//! and the vertical centre offset of the found near vehicles, gravity-aligned), and the time of each stage of
 //! `Detector::detect_timed` on one thread, with the pre+post share of the ONNX time. The numbers
 //! of the model cards in `detectors/*/README.md` come from this command.
 //!
@@ -32,7 +33,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use boxlayer::detect::{Detector, StageTimings};
-use boxlayer::eval::{ClassThresholds, DetectionConfig, EvalBox, FrameKey, ThresholdRule, evaluate_detection};
+use boxlayer::eval::{ClassThresholds, DetectionConfig, EvalBox, FrameKey, IouKind, ThresholdRule, evaluate_detection};
 use boxlayer::sim::{DetectorNoiseProfile, SimConfig, Simulator};
 use boxlayer::{ObjectClass, Platform};
 use clap::Parser;
@@ -90,6 +91,7 @@ const NEAR_MIN_SCORE: f32 = 0.3;
 fn detection_config() -> DetectionConfig {
     DetectionConfig {
         ignore_zero_point_gt: true,
+        iou_kinds: vec![IouKind::Bev, IouKind::ThreeD],
         ..DetectionConfig::bev_only(ClassThresholds::default())
     }
 }
@@ -119,6 +121,8 @@ struct Near {
     /// Each found one's signed BEV centre offset (detection − truth) along the sensor → object
     /// ray and along the true heading (m).
     centre_offsets_m: Vec<[f64; 2]>,
+    /// Each found one's vertical centre offset (detection − truth), gravity-aligned (m).
+    vertical_offsets_m: Vec<f64>,
     /// Of the found ones, those whose heading is within `HEADING_TOLERANCE_DEG` of the truth,
     /// and those off by more than 180° − that (flipped).
     heading_correct: usize,
@@ -253,10 +257,10 @@ fn measure(detector: &Detector, platform: Platform, args: &Args) -> anyhow::Resu
                         .iter()
                         .map(|&(d, &heading)| {
                             let (dx, dy) = (d.box3.x - b.x, d.box3.y - b.y);
-                            (dx, dy, dx.hypot(dy), heading)
+                            (dx, dy, dx.hypot(dy), heading, d.box3)
                         })
                         .min_by(|p, q| p.2.total_cmp(&q.2));
-                    if let Some((dx, dy, distance, heading)) = nearest
+                    if let Some((dx, dy, distance, heading, found)) = nearest
                         && distance < NEAR_MATCH_M
                     {
                         let truth = o.box_in_sensor.transformed(&to_frame).yaw;
@@ -270,6 +274,9 @@ fn measure(detector: &Detector, platform: Platform, args: &Args) -> anyhow::Resu
                         let radial = (dx * b.x + dy * b.y) / range;
                         let along = dx * b.yaw.cos() + dy * b.yaw.sin();
                         out.near.centre_offsets_m.push([radial, along]);
+                        out.near
+                            .vertical_offsets_m
+                            .push(found.transformed(&level).z - b.transformed(&level).z);
                     }
                 }
             }
@@ -315,12 +322,15 @@ fn main() -> anyhow::Result<()> {
         "| platform | sweeps | GT boxes (veh/ped/cyc) | vehicle AP@0.7 | vehicle AP@0.5 | pedestrian AP@0.5 | pedestrian AP@0.25 | cyclist AP@0.5 | cyclist AP@0.25 | near-vehicle recall | near-vehicle centre error | near-vehicle precision | heading within 30° (flipped) |"
     );
     println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    let evals: Vec<_> = results
+        .iter()
+        .map(|r| evaluate_detection(&r.gt, &r.pred, &detection_config(), ThresholdRule::Strict))
+        .collect();
     let mut json_platforms = Vec::new();
-    for r in &results {
-        let eval = evaluate_detection(&r.gt, &r.pred, &detection_config(), ThresholdRule::Strict);
+    for (r, eval) in results.iter().zip(&evals) {
         let ap = |class: ObjectClass, t: f64| {
             eval.iter()
-                .find(|e| e.class == class && (e.threshold - t).abs() < 1e-9)
+                .find(|e| e.class == class && e.iou_kind == IouKind::Bev && (e.threshold - t).abs() < 1e-9)
                 .and_then(|e| e.ap_r40)
         };
         let count = |class: ObjectClass| r.gt.iter().filter(|b| b.class == class).count();
@@ -357,7 +367,7 @@ fn main() -> anyhow::Result<()> {
             "platform": r.platform.to_string(),
             "sweeps": r.sweeps,
             "gt": {"vehicle": count(ObjectClass::Vehicle), "pedestrian": count(ObjectClass::Pedestrian), "cyclist": count(ObjectClass::Cyclist)},
-            "bev_ap_r40": eval.iter().map(|e| json!({
+            "bev_ap_r40": eval.iter().filter(|e| e.iou_kind == IouKind::Bev).map(|e| json!({
                 "class": e.class.as_str(), "threshold": e.threshold, "ap_r40": e.ap_r40,
                 "num_gt": e.num_gt, "num_pred": e.num_pred, "num_tp": e.num_tp,
             })).collect::<Vec<Value>>(),
@@ -470,6 +480,54 @@ fn main() -> anyhow::Result<()> {
         }));
     }
 
+    println!(
+        "\nVertical placement: vehicle AP with 3D IoU (BEV overlap × height overlap) beside BEV, and the found \
+         near vehicles' vertical centre offset (detection − truth, m, gravity-aligned; BEV AP does not see it):\n"
+    );
+    println!(
+        "| platform | vehicle AP@0.7 BEV / 3D | vehicle AP@0.5 BEV / 3D | found | z offset median | z offset mean | mean abs z offset | p90 abs z offset |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    let mut json_vertical = Vec::new();
+    for (r, eval) in results.iter().zip(&evals) {
+        let ap = |kind: IouKind, t: f64| {
+            eval.iter()
+                .find(|e| e.class == ObjectClass::Vehicle && e.iou_kind == kind && (e.threshold - t).abs() < 1e-9)
+                .and_then(|e| e.ap_r40)
+        };
+        let mut z = r.near.vertical_offsets_m.clone();
+        z.sort_by(f64::total_cmp);
+        let mut abs: Vec<f64> = z.iter().map(|v| v.abs()).collect();
+        abs.sort_by(f64::total_cmp);
+        let n = z.len().max(1) as f64;
+        let (median, mean) = (z.get(z.len() / 2).copied(), z.iter().sum::<f64>() / n);
+        let abs_mean = abs.iter().sum::<f64>() / n;
+        let abs_p90 = abs.get(((0.9 * abs.len() as f64).ceil() as usize).max(1) - 1).copied();
+        let cell = |v: Option<f64>| v.map_or_else(|| "–".to_string(), |v| format!("{v:+.2}"));
+        let plain = |v: Option<f64>| v.map_or_else(|| "–".to_string(), |v| format!("{v:.2}"));
+        let found = !z.is_empty();
+        println!(
+            "| {} | {} / {} | {} / {} | {} | {} | {} | {} | {} |",
+            r.platform,
+            fmt_ap(ap(IouKind::Bev, 0.7)),
+            fmt_ap(ap(IouKind::ThreeD, 0.7)),
+            fmt_ap(ap(IouKind::Bev, 0.5)),
+            fmt_ap(ap(IouKind::ThreeD, 0.5)),
+            z.len(),
+            cell(median),
+            cell(found.then_some(mean)),
+            plain(found.then_some(abs_mean)),
+            plain(abs_p90),
+        );
+        json_vertical.push(json!({
+            "platform": r.platform.to_string(),
+            "vehicle_ap_r40": {"bev_0.7": ap(IouKind::Bev, 0.7), "3d_0.7": ap(IouKind::ThreeD, 0.7),
+                               "bev_0.5": ap(IouKind::Bev, 0.5), "3d_0.5": ap(IouKind::ThreeD, 0.5)},
+            "found": z.len(), "z_offset_median_m": median, "z_offset_mean_m": found.then_some(mean),
+            "abs_z_offset_mean_m": found.then_some(abs_mean), "abs_z_offset_p90_m": abs_p90,
+        }));
+    }
+
     println!("\nPer-stage time, mean over the timed sweeps (ms, rayon and ONNX Runtime on one thread each):\n");
     println!(
         "| platform | timed sweeps | pillarise | encoder | scatter | head | decode+NMS | pre+post | ONNX | pre+post / ONNX |"
@@ -535,6 +593,7 @@ fn main() -> anyhow::Result<()> {
             "frame": args.frame,
             "hard_clutter": args.hard_clutter,
             "near_vehicle_centre_offsets": json_offsets,
+            "vertical_placement": json_vertical,
         });
         std::fs::write(path, serde_json::to_string_pretty(&doc)? + "\n")?;
     }
