@@ -174,6 +174,11 @@ fn measure(detector: &Detector, platform: Platform, args: &Args) -> anyhow::Resu
         "normalized" => Some(boxlayer::normalize::Profile::load(sim_frame::default_profile(platform)?)?.profile),
         _ => None,
     };
+    // Where the ground lies in the points the detector gets, for a manifest with `ground_z_m`.
+    let ground = match &profile {
+        Some(p) => p.ground_z_m(boxlayer::frame::DetectorFrame::Normalized),
+        None => level_profile.ground_z_m(boxlayer::frame::DetectorFrame::Sensor),
+    };
     for &seed in &args.seeds {
         anyhow::ensure!(seed >= 5000, "seed {seed}: seeds below 5000 may be training seeds");
         let sim = Simulator::new(config.clone(), platform, seed)?;
@@ -185,7 +190,8 @@ fn measure(detector: &Detector, platform: Platform, args: &Args) -> anyhow::Resu
                 Some(p) => sim_frame::true_normalization(&sweep, p)?,
                 None => nalgebra::Isometry3::identity(),
             };
-            let (mut detections, timings) = detector.detect_timed(&sim_frame::transformed(&cloud, &to_frame)?)?;
+            let (mut detections, timings) =
+                detector.detect_timed_on_ground(&sim_frame::transformed(&cloud, &to_frame)?, ground)?;
             // Headings in the detector's frame; boxes back in the sensor frame.
             let headings: Vec<f64> = detections.iter().map(|d| d.box3.yaw).collect();
             let from_frame = to_frame.inverse();

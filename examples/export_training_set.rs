@@ -15,6 +15,9 @@
 //! dropout, and denser pedestrian and cyclist traffic, so a model does not learn one mount.
 //! `--hard-clutter P` simulates a share P of the sequences (drawn from each seed) with the clutter
 //! detectors take for objects (`scene.hard_clutter`: hedges, fences, trailers, street fronts, signs).
+//! `--ground-z Z` moves the normalized sweeps and boxes vertically so the ground lies at z = Z on
+//! every platform (the profiles put it at 0 for the vehicle, −1.8 m for the drone and quadruped);
+//! `meta.json` records it, and `tools/train/train.py` writes it into the model's `ground_z_m`.
 //!
 //! `cargo run --release --example export_training_set -- --out /work/trainset --seeds 1000..1060 --stride 10`
 //!
@@ -75,6 +78,29 @@ struct Args {
     /// Share of the sequences (drawn from each seed) simulated with `scene.hard_clutter`.
     #[arg(long, default_value_t = 0.0)]
     hard_clutter: f64,
+    /// Move the sweeps of `--frame normalized` vertically so the ground lies at this z (m) on
+    /// every platform; a model trained on them declares it as `ground_z_m` (default: the
+    /// profile's own level: 0 for the vehicle, −1.8 m for the drone and quadruped).
+    #[arg(long, allow_hyphen_values = true)]
+    ground_z: Option<f64>,
+}
+
+/// How far up the sweeps are moved for `--ground-z` (m; 0 without it).
+fn ground_shift(args: &Args, profile: Option<&Profile>) -> anyhow::Result<f64> {
+    let Some(wanted) = args.ground_z else {
+        return Ok(0.0);
+    };
+    let profile = profile.context("--ground-z needs --frame normalized (the profile places the ground)")?;
+    let ground = profile
+        .ground_z_m(boxlayer::frame::DetectorFrame::Normalized)
+        .with_context(|| {
+            format!(
+                "--ground-z: profile `{}` places no ground in its normalized frame",
+                profile.name
+            )
+        })?;
+    anyhow::ensure!(wanted.is_finite(), "--ground-z {wanted}: not a number");
+    Ok(wanted - ground)
 }
 
 /// The frame the set is written in.
@@ -141,6 +167,7 @@ struct SeedExport {
 
 /// Simulates one sequence and writes its exported sweeps' points.
 fn export_seed(args: &Args, profile: Option<&Profile>, seed: u64) -> anyhow::Result<SeedExport> {
+    let shift = ground_shift(args, profile)?;
     let sim = Simulator::new(
         sequence_config(args.frames, seed, args.vary, args.hard_clutter),
         args.platform,
@@ -161,7 +188,8 @@ fn export_seed(args: &Args, profile: Option<&Profile>, seed: u64) -> anyhow::Res
         );
         let to_frame = match profile {
             Some(p) => {
-                sim_frame::true_normalization(&sweep, p).with_context(|| format!("seed {seed} sweep {index}"))?
+                Isometry3::translation(0.0, 0.0, shift)
+                    * sim_frame::true_normalization(&sweep, p).with_context(|| format!("seed {seed} sweep {index}"))?
             }
             None => Isometry3::identity(),
         };
@@ -235,6 +263,7 @@ fn main() -> anyhow::Result<()> {
             )
         }
     };
+    ground_shift(&args, profile.as_ref())?;
     std::fs::write(
         args.out.join("meta.json"),
         serde_json::to_string_pretty(&json!({
@@ -247,6 +276,7 @@ fn main() -> anyhow::Result<()> {
             "stride": args.stride,
             "vary": args.vary,
             "hard_clutter": args.hard_clutter,
+            "ground_z_m": args.ground_z,
         }))?,
     )?;
     let start = Instant::now();

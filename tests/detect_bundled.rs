@@ -311,3 +311,53 @@ fn every_bundled_detector_ships_its_fitted_noise_profile() {
         assert!(profile.vehicle.center_sigma_m > 0.0, "{}", path.display());
     }
 }
+
+#[test]
+fn a_declared_ground_level_moves_the_sweep_there_and_the_boxes_back() {
+    // `centerpoint_pillar_sim` learned Waymo's vehicle frame, with the ground at z = 0. Declared
+    // so (`ground_z_m = 0`), it must find on the same sweep lifted 1.5 m (the ground at 1.5, as a
+    // frame with its origin 1.5 m under the road would give) the boxes it finds on the sweep
+    // itself, 1.5 m higher.
+    const LIFT_M: f64 = 1.5;
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("detectors/centerpoint_pillar_sim");
+    let sim = Simulator::new(SimConfig::default(), Platform::Vehicle, SEED).unwrap();
+    let cloud = sim_cloud::sim_cloud(&sim, &sim.sweep(0).unwrap()).unwrap();
+    let mut lifted = cloud.clone();
+    lifted.transform(&nalgebra::Isometry3::translation(0.0, 0.0, LIFT_M));
+    let plain = Detector::load(&dir).unwrap();
+    let mut manifest = boxlayer::detect::DetectorManifest::load(&dir).unwrap();
+    assert_eq!(manifest.ground_z_m, None);
+    manifest.ground_z_m = Some(0.0);
+    let grounded = Detector::from_manifest(manifest, &dir).unwrap();
+    assert_eq!(grounded.ground_shift(Some(LIFT_M)).unwrap(), -LIFT_M);
+
+    let want = plain.detect(&cloud).unwrap();
+    let (got, _) = grounded.detect_timed_on_ground(&lifted, Some(LIFT_M)).unwrap();
+    assert!(want.len() >= 5, "{} boxes", want.len());
+    assert_eq!(want.len(), got.len());
+    for (a, b) in want.iter().zip(&got) {
+        assert_eq!(a.class, b.class);
+        assert!((a.score - b.score).abs() < 1e-4, "{} vs {}", a.score, b.score);
+        assert!((a.box3.x - b.box3.x).abs() < 1e-3 && (a.box3.y - b.box3.y).abs() < 1e-3);
+        assert!(
+            (b.box3.z - (a.box3.z + LIFT_M)).abs() < 1e-3,
+            "{} vs {}",
+            b.box3.z,
+            a.box3.z
+        );
+    }
+    // Undeclared, the lifted sweep goes in as it is, and the network sees the difference.
+    assert_eq!(plain.ground_shift(Some(LIFT_M)).unwrap(), 0.0);
+    let (as_is, _) = plain.detect_timed_on_ground(&lifted, Some(LIFT_M)).unwrap();
+    assert!(
+        as_is.len() != got.len()
+            || as_is
+                .iter()
+                .zip(&got)
+                .any(|(a, b)| (a.box3.z - b.box3.z).abs() > 0.05 || (a.score - b.score).abs() > 0.01),
+        "the lift changed nothing"
+    );
+    // Declared, with the sweep's ground unknown: refused, naming the key.
+    let e = grounded.detect_timed_on_ground(&cloud, None).unwrap_err().to_string();
+    assert!(e.contains("ground_z_m"), "{e}");
+}

@@ -495,6 +495,49 @@ fn a_missing_detector_file_or_a_bad_key_stops_before_any_output() {
         .to_string();
     assert!(e.contains("p.toml") && e.contains("quadruped"), "{e}");
     assert!(!out.exists(), "nothing written for a platform without detectors");
+
+    // A detector that expects the ground at a set height, on a platform whose frame has none
+    // (a drone's own sensor frame): refused before anything is written, naming the key.
+    let grounded = tmp.path().join("grounded");
+    std::fs::create_dir_all(&grounded).unwrap();
+    for f in ["encoder.onnx", "head.onnx"] {
+        std::fs::copy(repo("detectors/centerpoint_pillar_sim").join(f), grounded.join(f)).unwrap();
+    }
+    let manifest = std::fs::read_to_string(repo("detectors/centerpoint_pillar_sim/detector.toml")).unwrap();
+    std::fs::write(grounded.join("detector.toml"), format!("ground_z_m = 0.0\n{manifest}")).unwrap();
+    std::fs::write(
+        &config,
+        "[normalize]\nprofile = \"m3ed_drone\"\n\n[[detectors]]\npath = \"grounded\"\n",
+    )
+    .unwrap();
+    let drone_out = tmp.path().join("drone_out");
+    let failed = match run(&options(&config, &bin, Platform::Drone, &drone_out)) {
+        Err(e) => e.to_string(),
+        Ok(summary) => format!("{:?}", summary),
+    };
+    assert!(failed.contains("ground_z_m") && failed.contains("grounded"), "{failed}");
+    // Only the run's own bookkeeping: the sequence's lock and its failure record.
+    let written: Vec<_> = walk(&drone_out)
+        .into_iter()
+        .filter(|f| !f.ends_with(".failed.json") && !f.contains("/.locks/"))
+        .collect();
+    assert!(written.is_empty(), "written: {written:?}");
+}
+
+/// Every file under `dir` (none when it does not exist).
+fn walk(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            let path = e.path();
+            if path.is_dir() {
+                out.extend(walk(&path));
+            } else {
+                out.push(path.display().to_string());
+            }
+        }
+    }
+    out
 }
 
 /// Detections a user brings as JSON lines give the same layer as the run that detected them:

@@ -112,8 +112,16 @@ fn report(
     } else {
         detector.manifest().input_frame
     };
+    // Where the ground lies in the points given, for a manifest with `ground_z_m`: points as
+    // read are taken to be in the frame the detector declares.
+    let frame_of_points = if input.as_read {
+        detector.manifest().input_frame
+    } else {
+        wanted
+    };
+    let ground = input.profile.as_ref().and_then(|p| p.ground_z_m(frame_of_points));
     let (detections, timings) = match (wanted, &input.profile) {
-        (DetectorFrame::Sensor, _) => detector.detect_timed(&read.cloud)?,
+        (DetectorFrame::Sensor, _) => detector.detect_timed_on_ground(&read.cloud, ground)?,
         (DetectorFrame::Normalized, None) => {
             return Err(DetectError::Invalid {
                 detector: detector.name().to_string(),
@@ -129,7 +137,7 @@ fn report(
             let n = normalize_frame(&FrameInputs::from_frame(&read, profile), profile);
             let mut cloud = read.cloud.clone();
             n.cloud_to_normalized(&mut cloud);
-            let (mut detections, timings) = detector.detect_timed(&cloud)?;
+            let (mut detections, timings) = detector.detect_timed_on_ground(&cloud, ground)?;
             for d in &mut detections {
                 d.box3 = n.box_to_sensor(&d.box3);
             }

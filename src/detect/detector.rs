@@ -869,6 +869,46 @@ impl Detector {
         self.detect_timed(cloud).map(|(d, _)| d)
     }
 
+    /// As [`Detector::detect_timed`] for points whose ground lies at `input_ground_z_m` (m, in
+    /// their frame): a manifest with `ground_z_m` gets the sweep moved vertically so that the
+    /// ground lies where the model was trained to see it, and its boxes moved back. Without
+    /// `ground_z_m` the points go in unchanged.
+    pub fn detect_timed_on_ground(
+        &self,
+        cloud: &PointCloud,
+        input_ground_z_m: Option<f64>,
+    ) -> Result<(Vec<Detection>, StageTimings), DetectError> {
+        let shift = self.ground_shift(input_ground_z_m)?;
+        if shift == 0.0 {
+            return self.detect_timed(cloud);
+        }
+        let mut moved = cloud.clone();
+        moved.transform(&nalgebra::Isometry3::translation(0.0, 0.0, shift));
+        let (mut detections, timings) = self.detect_timed(&moved)?;
+        for d in &mut detections {
+            d.box3.z -= shift;
+        }
+        Ok((detections, timings))
+    }
+
+    /// How far up a sweep whose ground lies at `input_ground_z_m` (m) is moved before this
+    /// detector sees it: 0 without the manifest's `ground_z_m`; an error when the manifest sets
+    /// it and the sweep's ground level is unknown.
+    pub fn ground_shift(&self, input_ground_z_m: Option<f64>) -> Result<f64, DetectError> {
+        match (self.manifest.ground_z_m, input_ground_z_m) {
+            (None, _) => Ok(0.0),
+            (Some(model), Some(input)) => Ok(model - input),
+            (Some(model), None) => Err(DetectError::Invalid {
+                detector: self.manifest.name.clone(),
+                field: "ground_z_m".into(),
+                reason: format!(
+                    "the model expects the ground at z = {model} m, and where the ground lies in these points is \
+                     unknown: give the platform profile (its mounting height or altitude rule places the ground)"
+                ),
+            }),
+        }
+    }
+
     /// As [`Detector::detect`], also returning the time of each stage.
     pub fn detect_timed(&self, cloud: &PointCloud) -> Result<(Vec<Detection>, StageTimings), DetectError> {
         let (mut pillars, mut canvas) = self

@@ -25,6 +25,11 @@ pub struct DetectorManifest {
     /// The frame of the points it was trained on (default `sensor`); `boxlayer run` gives a
     /// `normalized` detector gravity-aligned points and brings its boxes back.
     pub input_frame: DetectorFrame,
+    /// Height of the ground in the frame the model was trained in (m): KITTI's Velodyne frame
+    /// −1.73, Waymo's vehicle frame 0 (default none: points go in as the frame gives them). When
+    /// set, the pipeline moves each sweep vertically so that the platform profile's ground lies
+    /// there, and the boxes back (`Detector::detect_timed_on_ground`).
+    pub ground_z_m: Option<f64>,
     /// The ONNX files and their tensor names.
     pub models: Models,
     /// Per-point input features and their normalisation.
@@ -50,6 +55,7 @@ impl Default for DetectorManifest {
             family: Family::SplitPillar,
             decoder: DecoderKind::Anchor,
             input_frame: DetectorFrame::Sensor,
+            ground_z_m: None,
             models: Models::default(),
             points: PointsConfig::default(),
             pillars: PillarsConfig::default(),
@@ -662,6 +668,11 @@ impl DetectorManifest {
             field: field.to_string(),
             reason,
         };
+        if let Some(g) = self.ground_z_m
+            && !g.is_finite()
+        {
+            return Err(invalid("ground_z_m", format!("must be finite, got {g}")));
+        }
         let p = &self.pillars;
         let r = &p.point_cloud_range;
         let s = &p.pillar_size;

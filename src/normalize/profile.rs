@@ -356,6 +356,27 @@ impl Profile {
         }
     }
 
+    /// Where the ground lies in the points a detector gets in `frame` (z, m), as far as the
+    /// profile fixes it: a ground platform's level sensor frame has it `mounting.height_m` below
+    /// the origin, the normalized frame that much moved by the altitude rule's offset, or
+    /// `sensor_height_m` below the origin under the `ground` rule. `None` where it moves with
+    /// the platform (a drone's sensor frame, a tilted mount, the `pose` rule).
+    pub fn ground_z_m(&self, frame: DetectorFrame) -> Option<f64> {
+        let grounded = self.platform != Platform::Drone;
+        let below = -self.mounting.height_m;
+        match frame {
+            DetectorFrame::Sensor => {
+                (grounded && self.mounting.pitch_down_deg == 0.0 && self.mounting.roll_deg == 0.0).then_some(below)
+            }
+            DetectorFrame::Normalized => match self.altitude {
+                AltitudeRule::None => grounded.then_some(below),
+                AltitudeRule::Fixed { offset_m } => grounded.then_some(below + offset_m),
+                AltitudeRule::Pose { .. } => None,
+                AltitudeRule::Ground { sensor_height_m } => Some(-sensor_height_m),
+            },
+        }
+    }
+
     /// The names of the shipped profiles.
     pub fn builtin_names() -> impl Iterator<Item = &'static str> {
         BUILTIN.iter().map(|(n, _)| *n)
@@ -517,6 +538,24 @@ mod tests {
             files += 1;
         }
         assert_eq!(files, BUILTIN.len());
+    }
+
+    #[test]
+    fn ground_level_per_frame_follows_the_mounting_and_the_altitude_rule() {
+        let ground = |name: &str, frame| Profile::load(name).unwrap().profile.ground_z_m(frame);
+        // Waymo's vehicle frame has its origin on the ground; KITTI's Velodyne sits 1.73 m up.
+        assert_eq!(ground("waymo_vehicle", DetectorFrame::Sensor), Some(0.0));
+        assert_eq!(ground("waymo_vehicle", DetectorFrame::Normalized), Some(0.0));
+        assert_eq!(ground("kitti_vehicle", DetectorFrame::Sensor), Some(-1.73));
+        // The `ground` rule puts the fitted ground 1.8 m below the origin, whatever the mount.
+        assert_eq!(ground("m3ed_quadruped", DetectorFrame::Normalized), Some(-1.8));
+        assert_eq!(ground("m3ed_drone", DetectorFrame::Normalized), Some(-1.8));
+        // 3EED's quadruped frame: the sensor 0.6 m up, moved by −1.3 m.
+        let q = ground("m3ed_quadruped_3eed", DetectorFrame::Normalized).unwrap();
+        assert!((q - (-0.6 - 1.3)).abs() < 1e-12, "{q}");
+        // A drone's own frame and the pose rule follow the flight: no fixed ground.
+        assert_eq!(ground("m3ed_drone", DetectorFrame::Sensor), None);
+        assert_eq!(ground("m3ed_drone_3eed", DetectorFrame::Normalized), None);
     }
 
     #[test]

@@ -781,6 +781,20 @@ fn detector_views(
                     manifest.name
                 )));
             }
+            if let Some(model) = manifest.ground_z_m
+                && profile.and_then(|p| p.ground_z_m(frame)).is_none()
+            {
+                return Err(PipelineError::Config(format!(
+                    "{}: `{}` expects the ground at z = {model} m (`ground_z_m`), and {} places no ground in its {} frame",
+                    dir.display(),
+                    manifest.name,
+                    profile.map_or("no platform profile".to_string(), |p| format!("platform profile `{}`", p.name)),
+                    match frame {
+                        DetectorFrame::Sensor => "sensor",
+                        DetectorFrame::Normalized => "normalized",
+                    }
+                )));
+            }
             Ok(DetectorView {
                 name: manifest.name,
                 frame,
@@ -823,6 +837,12 @@ fn run_one(
             reopened.as_ref()
         }
     };
+    // The detectors' frames and ground levels are checked against the profile before anything
+    // is written.
+    let profile = config
+        .normalization_profile(&options.config.path, p.platform, source.meta().source_kind)
+        .map_err(|e| PipelineError::Config(e.to_string()))?;
+    let views = detector_views(options, p.platform, profile.as_ref().map(|l| &l.profile))?;
     let mut writer = SequenceWriter::create(
         &dir,
         &p.name,
@@ -833,10 +853,6 @@ fn run_one(
         },
     )?;
     let staging = crate::shards::staging_dir(&dir);
-    let profile = config
-        .normalization_profile(&options.config.path, p.platform, source.meta().source_kind)
-        .map_err(|e| PipelineError::Config(e.to_string()))?;
-    let views = detector_views(options, p.platform, profile.as_ref().map(|l| &l.profile))?;
     let frames: Vec<DetectorFrame> = views.iter().map(|v| v.frame).collect();
     // A user's own detections name their own detectors: only the config's detectors among them
     // have a known view (the others count everywhere), and the config's others did not run.
@@ -854,7 +870,11 @@ fn run_one(
         .zip(detectors)
         .filter(|(entry, _)| entry.runs_on(p.platform))
         .zip(&frames)
-        .map(|((_, detector), &frame)| SequenceDetector { detector, frame })
+        .map(|((_, detector), &frame)| SequenceDetector {
+            detector,
+            frame,
+            ground_z_m: profile.as_ref().and_then(|p| p.profile.ground_z_m(frame)),
+        })
         .collect();
     let detections = match &stored {
         Some(stored) => DetectionsFrom::Given(stored),

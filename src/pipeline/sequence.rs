@@ -46,6 +46,9 @@ pub struct SequenceDetector<'a> {
     pub detector: &'a Detector,
     /// The frame of the points it is given (`Normalized` needs [`SequenceJob::normalize`]).
     pub frame: DetectorFrame,
+    /// Where the ground lies in those points (z, m), when the platform profile fixes it; a
+    /// detector whose manifest sets `ground_z_m` gets them moved there.
+    pub ground_z_m: Option<f64>,
 }
 
 /// Where a detector can see: a box whose place is outside its input grid is not counted against
@@ -240,13 +243,19 @@ fn first_pass_frame(
             for d in detectors.iter() {
                 let (mut boxes, timings) = match (d.frame, &normalized, &normalized_cloud) {
                     (DetectorFrame::Normalized, Some(n), Some(cloud)) => {
-                        let (mut boxes, timings) = d.detector.detect_timed(cloud).map_err(detect_error)?;
+                        let (mut boxes, timings) = d
+                            .detector
+                            .detect_timed_on_ground(cloud, d.ground_z_m)
+                            .map_err(detect_error)?;
                         for b in &mut boxes {
                             b.box3 = n.box_to_sensor(&b.box3);
                         }
                         (boxes, timings)
                     }
-                    _ => d.detector.detect_timed(&frame.cloud).map_err(detect_error)?,
+                    _ => d
+                        .detector
+                        .detect_timed_on_ground(&frame.cloud, d.ground_z_m)
+                        .map_err(detect_error)?,
                 };
                 onnx += timings.onnx();
                 all.append(&mut boxes);

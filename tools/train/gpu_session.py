@@ -7,8 +7,9 @@ folders (ONNX files, detector.toml, training.json and the training log) into one
         --out /tmp/session --budget-s 470
 
 A device session has one GPU for a few minutes, so everything happens in one call: the set
-(`export_training_set --frame normalized --vary --hard-clutter`, all three platforms, seeds as
---seeds, every 10th sweep) is simulated on the machine's cores; then each config in
+(`export_training_set --frame normalized --vary --hard-clutter --ground-z`, all three platforms,
+seeds as --seeds, every 10th sweep; one ground level on every platform, which each model then
+declares as `ground_z_m`) is simulated on the machine's cores; then each config in
 tools/train/configs/ trains for --calibrate-steps steps, all at once (as they will run), and the
 steps per second from the second third of that run on set its step count: (seconds left) × rate ×
 --fill, rounded down to 10. The real runs carry `--deadline-s` as well, so they stop and export in
@@ -63,6 +64,7 @@ def build_set(args, sink):
         cmd = [
             args.exporter, "--out", str(out), "--platform", p, "--frame", "normalized", "--vary",
             "--stride", "10", "--seeds", args.seeds, "--hard-clutter", str(args.hard_clutter),
+            f"--ground-z={args.ground_z}",
         ]
         log(" ".join(cmd), sink)
         procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True))
@@ -117,6 +119,8 @@ def main():
     ap.add_argument("--data", default="/tmp/trainset3", help="folder for the simulated training set")
     ap.add_argument("--seeds", default="1000..1120", help="training seeds per platform (half-open)")
     ap.add_argument("--hard-clutter", type=float, default=0.25, help="share of sequences with hard clutter")
+    ap.add_argument("--ground-z", type=float, default=-1.8,
+                    help="z of the ground in every platform's training sweeps (m): the drone's and quadruped's level")
     ap.add_argument("--configs", nargs="+", default=CONFIGS)
     ap.add_argument("--out", default=os.environ.get("OUT", "/tmp/gpu_session"))
     ap.add_argument("--budget-s", type=float, default=470, help="seconds from the start to the end of training")
@@ -158,22 +162,25 @@ def main():
         plan = {c: 12 for c in plan}
 
     deadline = args.budget_s - (time.time() - started)
+    # A device run trains into the repository's detectors/ (on the machine's copy of the tree),
+    # so each training.json names the folder the model ships in; a smoke run on a checkout must
+    # not overwrite the bundled models, so it trains into the work folder.
+    dest = {c: (work / "detectors" / c) if args.smoke else (ROOT / "detectors" / c) for c in args.configs}
     runs = [
         train_command(
-            args, c, f"detectors/{c}", plan[c],
+            args, c, str(dest[c]) if args.smoke else f"detectors/{c}", plan[c],
             ["--checkpoint", str(work / f"{c}.pt"), "--checkpoint-every", "500", "--deadline-s", f"{deadline:.0f}"],
         )
         for c in args.configs
     ]
-    logs = [ROOT / "detectors" / c / "training_log.txt" for c in args.configs]
+    logs = [dest[c] / "training_log.txt" for c in args.configs]
     for path in logs:
         path.parent.mkdir(parents=True, exist_ok=True)
     codes = run_all(runs, logs)
     log(f"training done after {time.time() - started:.0f} s, exit codes {dict(zip(args.configs, codes))}", sink)
     with tarfile.open(out / "detectors.tar", "w") as tar:
         for c, code in zip(args.configs, codes):
-            folder = ROOT / "detectors" / c
-            tar.add(folder, arcname=f"detectors/{c}")
+            tar.add(dest[c], arcname=f"detectors/{c}")
         for path in cal_logs:
             tar.add(path, arcname=f"calibration/{path.name}")
     summary = {"rates": rates, "steps": plan, "codes": dict(zip(args.configs, codes)), "wall_s": time.time() - started}

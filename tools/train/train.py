@@ -547,6 +547,20 @@ def input_frame(folders):
     return frames.pop() if frames else "sensor"
 
 
+def ground_level(folders):
+    """The `ground_z_m` line of the exported manifest: where the folders' meta.json say the
+    ground lies (`export_training_set --ground-z`), or nothing when none says so; folders that
+    disagree (or some with and some without) are refused, since one model learns one level."""
+    levels = set()
+    for data in folders:
+        meta = pathlib.Path(data) / "meta.json"
+        levels.add(json.loads(meta.read_text()).get("ground_z_m") if meta.exists() else None)
+    if len(levels) > 1:
+        raise SystemExit(f"--data folders put the ground at different heights: {sorted(levels, key=str)}")
+    level = levels.pop() if levels else None
+    return "" if level is None else f"ground_z_m = {float(level)!r}\n"
+
+
 def load_set(data, min_points):
     """Reads labels.jsonl: per sweep (file, boxes [n, 7], class indices, floats per point) for
     objects with ≥ min_points returns."""
@@ -888,7 +902,7 @@ dir_limit_offset = 0.0
 name = "{out.name}"
 family = "split_pillar"
 input_frame = "{input_frame(args.data)}"
-{head}
+{ground_level(args.data)}{head}
 [models.encoder]
 file = "encoder.onnx"
 sha256 = "{sha256(out / 'encoder.onnx')}"
