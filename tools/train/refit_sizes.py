@@ -54,14 +54,17 @@ def grid(manifest):
         raise SystemExit("only a stride-2 head is supported")
     if "anchor" in head:
         sizes = [(a["label"], a["sizes"][0], a["rotations"], a["bottom_height"]) for a in head["anchor"]["anchors"]]
-        ours = [(c, size, train.ROTATIONS, bottom) for c, (size, bottom, _, _) in zip(train.CLASSES, train.ANCHORS)]
+        ground = manifest.get("ground_z_m") or 0.0
+        ours = [(c, size, train.ROTATIONS, bottom + ground) for c, (size, bottom, _, _) in zip(train.CLASSES, train.ANCHORS)]
         if any(a[0] != b[0] or not np.allclose(a[1], b[1]) or not np.allclose(a[2], b[2]) or a[3] != b[3] for a, b in zip(sizes, ours)):
             raise SystemExit(f"anchors {sizes} differ from train.ANCHORS")
     args = argparse.Namespace(
         range=r[3], pillar=p["pillar_size"][0], z_min=r[2], z_max=r[5], max_points=p["max_points_per_pillar"],
         max_pillars=p["max_pillars"], feature_order=p["feature_order"],
     )
-    return train.Grid(args)
+    g = train.Grid(args)
+    g.ground = manifest.get("ground_z_m") or 0.0
+    return g
 
 
 def size_conv(model, output):
@@ -159,6 +162,11 @@ def main():
     decoder = manifest.get("decoder")
     if decoder not in ("center_heatmap", "anchor"):
         raise SystemExit(f"{folder}: decoder {decoder!r}: only center_heatmap and anchor heads are supported")
+    if manifest.get("ground_z_m") != train.ground_level(args.data):
+        raise SystemExit(
+            f"{folder}: the model sees the ground at {manifest.get('ground_z_m')} (`ground_z_m`), "
+            f"the --data folders at {train.ground_level(args.data)} (their meta.json): export them with that --ground-z"
+        )
     g = grid(manifest)
     anchors = train.anchor_grid(g) if decoder == "anchor" else None
     size_output = manifest["head"]["anchor"]["box"] if anchors is not None else "dim"

@@ -103,6 +103,8 @@ class Grid:
         self.stride = 2  # out_size_factor / feature_stride
         self.h = self.ny // self.stride
         self.w = self.nx // self.stride
+        # z of the ground in the training points (`ground_level`); anchors stand on it.
+        self.ground = 0.0
 
 
 def point_features(points, order):
@@ -256,8 +258,9 @@ def half_angle(rot):
     return torch.cat([sin_h, cos_h], 1)
 
 
-# OpenPCDet Waymo-style anchors per class: size [l, w, h] (m), bottom height (m, the sensor frame's
-# origin is on the ground), matched / unmatched BEV IoU thresholds; rotations 0 and π/2.
+# OpenPCDet Waymo-style anchors per class: size [l, w, h] (m), bottom height above the ground (m;
+# the grid adds the training points' ground level, `Grid.ground`: 0 in Waymo's vehicle frame),
+# matched / unmatched BEV IoU thresholds; rotations 0 and π/2.
 ANCHORS = [
     ([4.7, 2.1, 1.7], 0.0, 0.55, 0.4),
     ([0.91, 0.86, 1.73], 0.0, 0.5, 0.35),
@@ -328,7 +331,7 @@ def anchor_grid(g):
     for ci, (size, bottom, _, _) in enumerate(ANCHORS):
         for ri, rot in enumerate(ROTATIONS):
             a = ci * len(ROTATIONS) + ri
-            out[:, :, a, 2] = bottom + size[2] / 2
+            out[:, :, a, 2] = g.ground + bottom + size[2] / 2
             out[:, :, a, 3:6] = size
             out[:, :, a, 6] = rot
     return out
@@ -548,9 +551,9 @@ def input_frame(folders):
 
 
 def ground_level(folders):
-    """The `ground_z_m` line of the exported manifest: where the folders' meta.json say the
-    ground lies (`export_training_set --ground-z`), or nothing when none says so; folders that
-    disagree (or some with and some without) are refused, since one model learns one level."""
+    """Where the folders' meta.json say the ground lies (`export_training_set --ground-z`), or
+    None when none says so; folders that disagree (or some with and some without) are refused,
+    since one model learns one level."""
     levels = set()
     for data in folders:
         meta = pathlib.Path(data) / "meta.json"
@@ -558,7 +561,13 @@ def ground_level(folders):
     if len(levels) > 1:
         raise SystemExit(f"--data folders put the ground at different heights: {sorted(levels, key=str)}")
     level = levels.pop() if levels else None
-    return "" if level is None else f"ground_z_m = {float(level)!r}\n"
+    return None if level is None else float(level)
+
+
+def ground_line(folders):
+    """The exported manifest's `ground_z_m` line (empty when the data declare no level)."""
+    level = ground_level(folders)
+    return "" if level is None else f"ground_z_m = {level!r}\n"
 
 
 def load_set(data, min_points):
@@ -731,6 +740,7 @@ def train(args):
     if device.type == "cuda":
         torch.backends.cudnn.benchmark = True  # the training windows keep one shape
     g = Grid(args)
+    g.ground = ground_level(args.data) or 0.0
     items = [item for data in args.data for item in load_set(pathlib.Path(data), args.min_points)]
     print(f"{len(items)} sweeps from {len(args.data)} folder(s); grid {g.nx}x{g.ny}, maps {g.w}x{g.h}", flush=True)
     enc = PillarEncoder(args.channels)
@@ -880,7 +890,7 @@ rot = "rot"
 label = "{c}"
 sizes = [{size}]
 rotations = [{ROTATIONS[0]}, {ROTATIONS[1]}]
-bottom_height = {bottom}
+bottom_height = {bottom + (ground_level(args.data) or 0.0)!r}
 """
             for c, (size, bottom, _, _) in zip(CLASSES, ANCHORS)
         )
@@ -902,7 +912,7 @@ dir_limit_offset = 0.0
 name = "{out.name}"
 family = "split_pillar"
 input_frame = "{input_frame(args.data)}"
-{ground_level(args.data)}{head}
+{ground_line(args.data)}{head}
 [models.encoder]
 file = "encoder.onnx"
 sha256 = "{sha256(out / 'encoder.onnx')}"
