@@ -4,9 +4,7 @@
 //! Also the inverse mapping the simulator uses to build range images from points.
 
 use std::f64::consts::PI;
-use std::io::Read;
 
-use flate2::read::ZlibDecoder;
 use nalgebra::{Isometry3, Matrix3, Point3, Vector3};
 use prost::Message;
 
@@ -78,77 +76,67 @@ pub const MAX_INFLATED_BYTES: u64 = 1 << 28;
 
 /// zlib-inflates `bytes` and decodes the `MatrixFloat` inside, checking it has `channels`.
 ///
-/// Serialisers write field 1 (packed `data`) first, so the inflater writes those floats straight
-/// into the image's buffer; anything else (shape first, unpacked floats) is inflated whole and
-/// decoded by [`decode_matrix_float`].
+/// The stream is inflated whole by libdeflate (1.8 × zlib-rs's streaming inflate on range
+/// images) into a buffer each thread keeps, grown by doubling up to [`MAX_INFLATED_BYTES`].
 pub fn decompress_matrix(bytes: &[u8], channels: usize) -> Result<RangeImageData, String> {
-    let inflate_error = |e: std::io::Error| format!("zlib inflate failed: {e}");
-    let mut stream = ZlibDecoder::new(bytes).take(MAX_INFLATED_BYTES + 1);
-    let mut head = Vec::new();
-    let m = match read_packed_data_header(&mut stream, &mut head).map_err(inflate_error)? {
-        Some(len) if len > MAX_INFLATED_BYTES => {
-            return Err(format!("zlib stream inflates past {MAX_INFLATED_BYTES} bytes"));
-        }
-        Some(len) if len % 4 == 0 => {
-            let mut data = vec![0f32; (len / 4) as usize];
-            stream
-                .read_exact(bytemuck::cast_slice_mut(&mut data))
-                .map_err(|e| match e.kind() {
-                    std::io::ErrorKind::UnexpectedEof => {
-                        format!("MatrixFloat decode failed: packed data of {len} bytes is cut short")
-                    }
-                    _ => inflate_error(e),
-                })?;
-            for v in &mut data {
-                *v = f32::from_bits(u32::from_le(v.to_bits())); // the wire is little-endian
-            }
-            let mut tail = Vec::new();
-            stream.read_to_end(&mut tail).map_err(inflate_error)?;
-            if head.len() as u64 + len + tail.len() as u64 > MAX_INFLATED_BYTES {
+    thread_local! {
+        static INFLATER: std::cell::RefCell<(libdeflater::Decompressor, Vec<u8>)> =
+            std::cell::RefCell::new((libdeflater::Decompressor::new(), Vec::new()));
+    }
+    let m = INFLATER.with_borrow_mut(|(inflater, buffer)| {
+        let raw = inflate_whole(inflater, buffer, bytes)?;
+        match packed_data_len(raw) {
+            Some((len, _)) if len > MAX_INFLATED_BYTES => {
                 return Err(format!("zlib stream inflates past {MAX_INFLATED_BYTES} bytes"));
             }
-            // The rest (the shape, or more packed chunks, which protobuf concatenates).
-            let rest = decode_matrix_float(&tail).map_err(|e| format!("MatrixFloat decode failed: {e}"))?;
-            data.extend_from_slice(&rest.data);
-            proto::MatrixFloat {
-                data,
-                shape: rest.shape,
+            Some((len, header)) if header as u64 + len > raw.len() as u64 => {
+                return Err(format!(
+                    "MatrixFloat decode failed: packed data of {len} bytes is cut short"
+                ));
             }
+            _ => {}
         }
-        _ => {
-            let mut raw = head;
-            stream.read_to_end(&mut raw).map_err(inflate_error)?;
-            if raw.len() as u64 > MAX_INFLATED_BYTES {
-                return Err(format!("zlib stream inflates past {MAX_INFLATED_BYTES} bytes"));
-            }
-            decode_matrix_float(&raw).map_err(|e| format!("MatrixFloat decode failed: {e}"))?
-        }
-    };
+        decode_matrix_float(raw).map_err(|e| format!("MatrixFloat decode failed: {e}"))
+    })?;
     RangeImageData::from_matrix(m, channels)
 }
 
-/// Reads the key and length of a leading packed `data` field (tag 1, wire type 2) and returns the
-/// length; `None` when the stream starts otherwise. Every byte read is appended to `head`.
-fn read_packed_data_header(stream: &mut impl Read, head: &mut Vec<u8>) -> std::io::Result<Option<u64>> {
-    let mut read_varint = |head: &mut Vec<u8>| -> std::io::Result<Option<u64>> {
-        let mut value = 0u64;
-        for shift in (0..64).step_by(7) {
-            let mut byte = [0u8];
-            if stream.read(&mut byte)? == 0 {
-                return Ok(None);
-            }
-            head.push(byte[0]);
-            value |= u64::from(byte[0] & 0x7f) << shift;
-            if byte[0] & 0x80 == 0 {
-                return Ok(Some(value));
-            }
-        }
-        Ok(None)
-    };
-    if read_varint(head)? != Some((1 << 3) | 2) {
-        return Ok(None);
+/// Inflates a whole zlib stream into `buffer`, which grows (doubling) until the stream fits;
+/// the inflated bytes.
+fn inflate_whole<'b>(
+    inflater: &mut libdeflater::Decompressor,
+    buffer: &'b mut Vec<u8>,
+    bytes: &[u8],
+) -> Result<&'b [u8], String> {
+    const LIMIT: usize = MAX_INFLATED_BYTES as usize;
+    if buffer.is_empty() {
+        buffer.resize(bytes.len().saturating_mul(4).clamp(1 << 16, LIMIT), 0);
     }
-    read_varint(head)
+    loop {
+        match inflater.zlib_decompress(bytes, buffer) {
+            Ok(n) => return Ok(&buffer[..n]),
+            Err(libdeflater::DecompressionError::InsufficientSpace) if buffer.len() < LIMIT => {
+                let grown = buffer.len().saturating_mul(2).min(LIMIT);
+                buffer.resize(grown, 0);
+            }
+            Err(libdeflater::DecompressionError::InsufficientSpace) => {
+                return Err(format!("zlib stream inflates past {MAX_INFLATED_BYTES} bytes"));
+            }
+            Err(e) => return Err(format!("zlib inflate failed: {e}")),
+        }
+    }
+}
+
+/// The length of a leading packed `data` field (tag 1, wire type 2) and the bytes of its key and
+/// length, if `raw` starts with one.
+fn packed_data_len(raw: &[u8]) -> Option<(u64, usize)> {
+    use prost::encoding::decode_varint;
+    let mut buf = raw;
+    if decode_varint(&mut buf).ok()? != (1 << 3) | 2 {
+        return None;
+    }
+    let len = decode_varint(&mut buf).ok()?;
+    Some((len, raw.len() - buf.len()))
 }
 
 /// Decodes a `MatrixFloat`, converting packed `data` in bulk: range images hold millions of
