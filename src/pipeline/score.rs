@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 
 use nalgebra::Isometry3;
+use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use super::sequence::SequenceLayer;
@@ -216,7 +217,7 @@ pub fn score_layer(
         ));
     }
     let detectors: BTreeMap<String, ClassAp> = per_detector
-        .iter()
+        .par_iter()
         .map(|(name, boxes)| (name.clone(), class_ap(truth, boxes)))
         .collect();
     let best_single = detectors
@@ -258,26 +259,33 @@ pub fn score_layer(
             Some((f.frame_index, isometry_from_row_major(m, 1e-6)?))
         })
         .collect();
-    let mut fused_wbf = Vec::new();
-    for (frame, detections) in &mut by_frame {
-        let n = normalized.get(frame);
-        if let Some(n) = n {
-            for d in detections.iter_mut() {
-                d.box3 = d.box3.transformed(n);
+    let fused_wbf: Vec<Vec<EvalBox>> = by_frame
+        .par_iter_mut()
+        .map(|(frame, detections)| {
+            let n = normalized.get(frame);
+            if let Some(n) = n {
+                for d in detections.iter_mut() {
+                    d.box3 = d.box3.transformed(n);
+                }
             }
-        }
-        for b in super::sequence::fuse_with_views(&wbf, detections, views, n)? {
-            fused_wbf.push(eval_box(
-                sequence,
-                *frame,
-                n.map_or(b.box3, |n| b.box3.transformed(&n.inverse())),
-                b.class,
-                f64::from(b.score),
-                None,
-                platform,
-            ));
-        }
-    }
+            let fused = super::sequence::fuse_with_views(&wbf, detections, views, n)?;
+            Ok(fused
+                .into_iter()
+                .map(|b| {
+                    eval_box(
+                        sequence,
+                        *frame,
+                        n.map_or(b.box3, |n| b.box3.transformed(&n.inverse())),
+                        b.class,
+                        f64::from(b.score),
+                        None,
+                        platform,
+                    )
+                })
+                .collect())
+        })
+        .collect::<Result<_, FuseError>>()?;
+    let fused_wbf: Vec<EvalBox> = fused_wbf.into_iter().flatten().collect();
     let consolidated: Vec<EvalBox> = layer
         .boxes
         .iter()
@@ -293,14 +301,23 @@ pub fn score_layer(
             )
         })
         .collect();
-    let tracking = evaluate_tracking(truth, &consolidated, &TrackingConfig::default(), ThresholdRule::Strict);
+    // The scores are independent of one another: computed side by side.
+    let ((fused_ap, fused_wbf_ap), (consolidated_ap, tracking)) = rayon::join(
+        || rayon::join(|| class_ap(truth, &fused), || class_ap(truth, &fused_wbf)),
+        || {
+            rayon::join(
+                || class_ap(truth, &consolidated),
+                || evaluate_tracking(truth, &consolidated, &TrackingConfig::default(), ThresholdRule::Strict),
+            )
+        },
+    );
     let vehicle = tracking.iter().find(|r| r.class == ObjectClass::Vehicle);
     Ok(LayerScores {
         detectors,
         best_single,
-        fused: class_ap(truth, &fused),
-        fused_wbf: class_ap(truth, &fused_wbf),
-        consolidated: class_ap(truth, &consolidated),
+        fused: fused_ap,
+        fused_wbf: fused_wbf_ap,
+        consolidated: consolidated_ap,
         vehicle_mota: vehicle.and_then(|r| r.clear_mot.mota),
         vehicle_id_switches: vehicle.map_or(0, |r| r.clear_mot.id_switches),
         vehicle_gt_tracks: vehicle.map_or(0, |r| r.clear_mot.num_gt_tracks),
