@@ -31,7 +31,13 @@ pub fn project_point_in_camera(calibration: &CameraCalibration, point_in_camera:
     if depth.is_nan() || depth <= MIN_DEPTH_M {
         return None;
     }
-    let (u, v) = (u / depth, v / depth);
+    project_normalized(calibration, u / depth, v / depth)
+}
+
+/// Pixel of a point given by its undistorted normalized image coordinates (right and down over
+/// depth), or `None` where the distortion model refuses them.
+#[inline]
+pub fn project_normalized(calibration: &CameraCalibration, u: f64, v: f64) -> Option<Point2<f64>> {
     let (ud, vd) = match calibration.distortion {
         Distortion::None => (u, v),
         Distortion::RadTan { k1, k2, p1, p2, k3 } => {

@@ -8,11 +8,11 @@
 //! way, so a sparse sweep does not read as an unoccluded one; no return in the footprint at all
 //! gives no estimate (`None`).
 
-use nalgebra::Point3;
-
-use super::projection::{MIN_DEPTH_M, ProjectedBox, depth_in_camera, project_box, project_point_in_camera};
+use super::projection::{
+    MIN_DEPTH_M, ProjectedBox, RADTAN_VALID_RADIAL_FACTOR, depth_in_camera, project_box, project_normalized,
+};
 use crate::cloud::PointCloud;
-use crate::frame::{CameraAxes, CameraCalibration};
+use crate::frame::{CameraAxes, CameraCalibration, Distortion};
 use crate::geometry::{Box3, box_corners};
 
 /// Cells per side of the grid laid over a box's 2D footprint to measure its occlusion.
@@ -31,18 +31,23 @@ const TILE_PX: f64 = 16.0;
 pub struct CameraReturns {
     tiles_x: usize,
     tiles_y: usize,
-    /// Per tile, row-major: `[x px, y px, depth m]` of each return.
-    tiles: Vec<Vec<[f32; 3]>>,
-    len: usize,
+    /// Where each tile's returns start in `returns` (row-major tiles), then the end of the last.
+    offsets: Vec<usize>,
+    /// `[x px, y px, depth m]` of each return, tile by tile, in cloud order within a tile.
+    returns: Vec<[f32; 3]>,
 }
 
 impl CameraReturns {
     /// Projects every point of `cloud` (sensor frame) into the camera of `calibration`.
     pub fn new(calibration: &CameraCalibration, cloud: &PointCloud) -> Self {
+        Self::project(calibration, cloud, FieldOfViewCull::new(calibration))
+    }
+
+    /// [`Self::new`], skipping the points that `cull` rules out before projecting them.
+    fn project(calibration: &CameraCalibration, cloud: &PointCloud, cull: Option<FieldOfViewCull>) -> Self {
         let (w, h) = (f64::from(calibration.width), f64::from(calibration.height));
         let tiles_x = ((w / TILE_PX).ceil() as usize).max(1);
         let tiles_y = ((h / TILE_PX).ceil() as usize).max(1);
-        let mut tiles = vec![Vec::new(); tiles_x * tiles_y];
         // One 3 × 4 matrix for every point (a quaternion rotation per point costs more), and the
         // depth row first: about half the sweep lies behind any one camera.
         let camera_from_sensor = calibration.sensor_from_camera.inverse().to_homogeneous();
@@ -55,20 +60,26 @@ impl CameraReturns {
             ]
         };
         let rows = [row(0), row(1), row(2)];
-        let depth_row = rows[match calibration.axes {
-            CameraAxes::Waymo => 0,
-            CameraAxes::OpenCv => 2,
-        }];
+        // The rows giving depth and the image's right and down axes, and the latter's signs.
+        let (depth_row, u_row, v_row, sign) = match calibration.axes {
+            CameraAxes::Waymo => (rows[0], rows[1], rows[2], -1.0),
+            CameraAxes::OpenCv => (rows[2], rows[0], rows[1], 1.0),
+        };
         let apply = |m: &[f64; 4], p: [f64; 3]| m[0] * p[0] + m[1] * p[1] + m[2] * p[2] + m[3];
-        let mut len = 0;
+        // The returns in the image with their tile, in cloud order; then a counting sort by tile.
+        let mut hits: Vec<(u32, [f32; 3])> = Vec::new();
         for ((&x, &y), &z) in cloud.x().iter().zip(cloud.y()).zip(cloud.z()) {
             let q = [f64::from(x), f64::from(y), f64::from(z)];
-            // A cull only: a NaN depth falls through to the projection, which refuses it.
-            if apply(&depth_row, q) <= MIN_DEPTH_M {
+            // As `project_point_in_camera`: behind the camera (or NaN) does not project.
+            let depth = apply(&depth_row, q);
+            if depth.is_nan() || depth <= MIN_DEPTH_M {
                 continue;
             }
-            let p = Point3::new(apply(&rows[0], q), apply(&rows[1], q), apply(&rows[2], q));
-            let Some(px) = project_point_in_camera(calibration, &p) else {
+            let (u, v) = (sign * apply(&u_row, q) / depth, sign * apply(&v_row, q) / depth);
+            if cull.as_ref().is_some_and(|c| c.rules_out(u, v)) {
+                continue;
+            }
+            let Some(px) = project_normalized(calibration, u, v) else {
                 continue;
             };
             if !(0.0..w).contains(&px.x) || !(0.0..h).contains(&px.y) {
@@ -76,25 +87,37 @@ impl CameraReturns {
             }
             let tile =
                 ((px.y / TILE_PX) as usize).min(tiles_y - 1) * tiles_x + ((px.x / TILE_PX) as usize).min(tiles_x - 1);
-            tiles[tile].push([px.x as f32, px.y as f32, depth_in_camera(calibration, &p) as f32]);
-            len += 1;
+            hits.push((tile as u32, [px.x as f32, px.y as f32, depth as f32]));
+        }
+        let mut offsets = vec![0usize; tiles_x * tiles_y + 1];
+        for &(tile, _) in &hits {
+            offsets[tile as usize + 1] += 1;
+        }
+        for t in 1..offsets.len() {
+            offsets[t] += offsets[t - 1];
+        }
+        let mut next = offsets.clone();
+        let mut returns = vec![[0f32; 3]; hits.len()];
+        for (tile, r) in hits {
+            returns[next[tile as usize]] = r;
+            next[tile as usize] += 1;
         }
         Self {
             tiles_x,
             tiles_y,
-            tiles,
-            len,
+            offsets,
+            returns,
         }
     }
 
     /// How many returns project inside the image.
     pub fn len(&self) -> usize {
-        self.len
+        self.returns.len()
     }
 
     /// Whether no return projects inside the image.
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.returns.is_empty()
     }
 
     /// Share of the footprint's grid cells reached by a return that are hidden by one nearer than
@@ -114,21 +137,74 @@ impl CameraReturns {
             (((v - lo) / extent * OCCLUSION_GRID as f64) as usize).min(OCCLUSION_GRID - 1)
         };
         for ty in ty0..=ty1 {
-            for returns in &self.tiles[ty * self.tiles_x + tx0..=ty * self.tiles_x + tx1] {
-                for &[x, y, depth] in returns {
-                    let (x, y) = (f64::from(x), f64::from(y));
-                    if x < footprint.x_min || x >= footprint.x_max || y < footprint.y_min || y >= footprint.y_max {
-                        continue;
-                    }
-                    let c = cell(y, footprint.y_min, h) * OCCLUSION_GRID + cell(x, footprint.x_min, w);
-                    seen[c] = true;
-                    hidden[c] |= f64::from(depth) < hide_below;
+            // The tiles `tx0..=tx1` of one row are one run of returns.
+            let run = self.offsets[ty * self.tiles_x + tx0]..self.offsets[ty * self.tiles_x + tx1 + 1];
+            for &[x, y, depth] in &self.returns[run] {
+                let (x, y) = (f64::from(x), f64::from(y));
+                if x < footprint.x_min || x >= footprint.x_max || y < footprint.y_min || y >= footprint.y_max {
+                    continue;
                 }
+                let c = cell(y, footprint.y_min, h) * OCCLUSION_GRID + cell(x, footprint.x_min, w);
+                seen[c] = true;
+                hidden[c] |= f64::from(depth) < hide_below;
             }
         }
         let seen = seen.iter().filter(|s| **s).count();
         let hidden = hidden.iter().filter(|s| **s).count();
         (seen > 0).then(|| hidden as f64 / seen as f64)
+    }
+}
+
+/// A conservative test on a point's undistorted normalized coordinates `(u, v)` (camera axes
+/// divided by depth) that rules out its landing in the image, cheaper than projecting it: the
+/// distorted coordinate `u·radial + tangential` lies in the image only if `|u|·radial_min ≤
+/// u_max + t_u·r²`, with `radial_min` the least radial factor the model accepts and `t_u·r²` a
+/// bound on the tangential term (likewise for `v`). `None` for models without such a bound
+/// (equidistant, whose polynomial in the angle is not checked), where every point is projected.
+#[derive(Debug, Clone, Copy)]
+struct FieldOfViewCull {
+    u_max: f64,
+    v_max: f64,
+    radial_min: f64,
+    tangential_u: f64,
+    tangential_v: f64,
+}
+
+impl FieldOfViewCull {
+    fn new(calibration: &CameraCalibration) -> Option<Self> {
+        let (w, h) = (f64::from(calibration.width), f64::from(calibration.height));
+        let (fx, fy) = (calibration.fx.abs(), calibration.fy.abs());
+        if !(fx > 0.0 && fy > 0.0) {
+            return None;
+        }
+        let u_max = calibration.cx.abs().max((w - calibration.cx).abs()) / fx;
+        let v_max = calibration.cy.abs().max((h - calibration.cy).abs()) / fy;
+        let (radial_min, tangential_u, tangential_v) = match calibration.distortion {
+            Distortion::None => (1.0, 0.0, 0.0),
+            // |2·p1·u·v + p2·(r² + 2u²)| ≤ (|p1| + 3|p2|)·r², and likewise for v.
+            Distortion::RadTan { p1, p2, .. } => (
+                *RADTAN_VALID_RADIAL_FACTOR.start(),
+                p1.abs() + 3.0 * p2.abs(),
+                3.0 * p1.abs() + p2.abs(),
+            ),
+            Distortion::Equidistant { .. } => return None,
+        };
+        // A hair of slack so rounding never culls a point the projection would keep.
+        let slack = 1.0 + 1e-9;
+        Some(Self {
+            u_max: u_max * slack,
+            v_max: v_max * slack,
+            radial_min: radial_min / slack,
+            tangential_u: tangential_u * slack,
+            tangential_v: tangential_v * slack,
+        })
+    }
+
+    /// Whether the point at `(u, v)` surely projects outside the image (false for NaN).
+    fn rules_out(&self, u: f64, v: f64) -> bool {
+        let r2 = u * u + v * v;
+        u.abs() * self.radial_min > self.u_max + self.tangential_u * r2
+            || v.abs() * self.radial_min > self.v_max + self.tangential_v * r2
     }
 }
 
@@ -188,9 +264,10 @@ pub fn best_view(views: &[BoxView]) -> Option<&BoxView> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::camera::projection::project_point_in_camera;
     use crate::frame::{CameraAxes, Distortion};
     use approx::assert_abs_diff_eq;
-    use nalgebra::{Isometry3, Translation3, UnitQuaternion, Vector3};
+    use nalgebra::{Isometry3, Point3, Translation3, UnitQuaternion, Vector3};
 
     /// A 200 × 100 Waymo-axes camera at the sensor origin looking along +x, f = 100 px.
     fn camera() -> CameraCalibration {
@@ -253,6 +330,133 @@ mod tests {
         let empty = CameraReturns::new(&calibration, &cloud([vec![], vec![], vec![]]));
         assert!(empty.is_empty());
         assert_eq!(box_views(&[(&calibration, &empty)], &cube())[0].occlusion, None);
+    }
+
+    /// Every distortion model and both axis conventions, mounted off-axis: the bench's Waymo
+    /// FRONT calibration, a strongly distorted OpenCV lens, a pinhole and a fisheye.
+    fn lenses() -> Vec<CameraCalibration> {
+        let mount = Isometry3::from_parts(
+            Translation3::new(1.5, -0.2, 2.1),
+            UnitQuaternion::from_euler_angles(0.03, -0.1, 0.6),
+        );
+        let waymo = CameraCalibration {
+            width: 1920,
+            height: 1280,
+            fx: 2044.5,
+            fy: 2044.5,
+            cx: 949.6,
+            cy: 633.2,
+            distortion: Distortion::RadTan {
+                k1: 0.0404,
+                k2: -0.330,
+                p1: 0.00104,
+                p2: -0.00157,
+                k3: 0.0,
+            },
+            axes: CameraAxes::Waymo,
+            sensor_from_camera: mount,
+        };
+        // OpenCV axes: z along the sensor's x, x along −y, y along −z.
+        let opencv_mount =
+            mount * UnitQuaternion::from_euler_angles(-std::f64::consts::FRAC_PI_2, 0.0, -std::f64::consts::FRAC_PI_2);
+        let opencv = |distortion| CameraCalibration {
+            width: 1280,
+            height: 800,
+            fx: 600.0,
+            fy: 610.0,
+            cx: 600.0,
+            cy: 420.0,
+            distortion,
+            axes: CameraAxes::OpenCv,
+            sensor_from_camera: opencv_mount,
+        };
+        vec![
+            waymo,
+            opencv(Distortion::RadTan {
+                k1: -0.28,
+                k2: 0.09,
+                p1: 0.004,
+                p2: -0.006,
+                k3: -0.01,
+            }),
+            opencv(Distortion::None),
+            opencv(Distortion::Equidistant {
+                k1: 0.02,
+                k2: -0.01,
+                k3: 0.003,
+                k4: -0.001,
+            }),
+        ]
+    }
+
+    #[test]
+    fn the_field_of_view_cull_drops_only_returns_that_project_outside_the_image() {
+        use rand::{RngExt, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(17);
+        // Directions all around at 0.3–90 m, half of them aimed near the lenses' image borders.
+        let mut points = [vec![], vec![], vec![]];
+        for i in 0..200_000 {
+            let (azimuth, elevation) = if i % 2 == 0 {
+                (rng.random_range(-3.2..3.2), rng.random_range(-1.5..1.5))
+            } else {
+                (0.6 + rng.random_range(-1.2..1.2), rng.random_range(-0.7..0.7))
+            };
+            let range: f64 = rng.random_range(0.3..90.0);
+            let (x, y, z) = (
+                range * f64::cos(elevation) * f64::cos(azimuth),
+                range * f64::cos(elevation) * f64::sin(azimuth),
+                range * f64::sin(elevation),
+            );
+            points[0].push(x as f32);
+            points[1].push(y as f32);
+            points[2].push(z as f32);
+        }
+        let cloud = cloud(points);
+        for calibration in lenses() {
+            let culled = CameraReturns::new(&calibration, &cloud);
+            let all = CameraReturns::project(&calibration, &cloud, None);
+            assert!(
+                culled.len() > 1000,
+                "{:?}: {} returns in the image",
+                calibration.distortion,
+                culled.len()
+            );
+            assert_eq!(culled.offsets, all.offsets, "{:?}", calibration.distortion);
+            let bits = |r: &CameraReturns| r.returns.iter().map(|p| p.map(f32::to_bits)).collect::<Vec<_>>();
+            assert_eq!(bits(&culled), bits(&all), "{:?}", calibration.distortion);
+            // The cull does work where the model allows it: of the points in front of the lens
+            // that project outside the image (half of them aimed near its border), at least two thirds are
+            // ruled out before their projection.
+            if let Some(cull) = FieldOfViewCull::new(&calibration) {
+                let camera_from_sensor = calibration.sensor_from_camera.inverse();
+                let (w, h) = (f64::from(calibration.width), f64::from(calibration.height));
+                let (mut outside, mut ruled_out) = (0, 0);
+                for i in 0..cloud.len() {
+                    let q = Point3::new(
+                        f64::from(cloud.x()[i]),
+                        f64::from(cloud.y()[i]),
+                        f64::from(cloud.z()[i]),
+                    );
+                    let p = camera_from_sensor * q;
+                    let depth = depth_in_camera(&calibration, &p);
+                    let inside = project_point_in_camera(&calibration, &p)
+                        .is_some_and(|px| (0.0..w).contains(&px.x) && (0.0..h).contains(&px.y));
+                    if depth > MIN_DEPTH_M && !inside {
+                        outside += 1;
+                        let (u, v) = match calibration.axes {
+                            CameraAxes::Waymo => (-p.y / depth, -p.z / depth),
+                            CameraAxes::OpenCv => (p.x / depth, p.y / depth),
+                        };
+                        ruled_out += usize::from(cull.rules_out(u, v));
+                    }
+                }
+                assert!(
+                    ruled_out * 3 > outside * 2,
+                    "{:?}: {ruled_out} of the {outside} outside the image ruled out",
+                    calibration.distortion
+                );
+            }
+        }
     }
 
     #[test]
