@@ -74,6 +74,10 @@ impl RangeImageData {
 /// more means a damaged or hostile stream, refused before it exhausts memory.
 pub const MAX_INFLATED_BYTES: u64 = 1 << 28;
 
+/// The most inflate buffer a thread keeps between range images (the TOP pixel pose, the largest
+/// of them, inflates to about 4 MB).
+const KEPT_INFLATE_BUFFER_BYTES: usize = 32 << 20;
+
 /// zlib-inflates `bytes` and decodes the `MatrixFloat` inside, checking it has `channels`.
 ///
 /// The stream is inflated whole by libdeflate (1.8 × zlib-rs's streaming inflate on range
@@ -84,21 +88,30 @@ pub fn decompress_matrix(bytes: &[u8], channels: usize) -> Result<RangeImageData
             std::cell::RefCell::new((libdeflater::Decompressor::new(), Vec::new()));
     }
     let m = INFLATER.with_borrow_mut(|(inflater, buffer)| {
-        let raw = inflate_whole(inflater, buffer, bytes)?;
-        match packed_data_len(raw) {
-            Some((len, _)) if len > MAX_INFLATED_BYTES => {
-                return Err(format!("zlib stream inflates past {MAX_INFLATED_BYTES} bytes"));
-            }
-            Some((len, header)) if header as u64 + len > raw.len() as u64 => {
-                return Err(format!(
-                    "MatrixFloat decode failed: packed data of {len} bytes is cut short"
-                ));
-            }
-            _ => {}
+        let decoded = inflate_whole(inflater, buffer, bytes).and_then(decode_inflated);
+        // A stream far larger than a range image's does not leave its buffer behind.
+        if buffer.len() > KEPT_INFLATE_BUFFER_BYTES {
+            *buffer = Vec::new();
         }
-        decode_matrix_float(raw).map_err(|e| format!("MatrixFloat decode failed: {e}"))
+        decoded
     })?;
     RangeImageData::from_matrix(m, channels)
+}
+
+/// Decodes an inflated `MatrixFloat`, naming a packed `data` field that is cut short.
+fn decode_inflated(raw: &[u8]) -> Result<proto::MatrixFloat, String> {
+    match packed_data_len(raw) {
+        Some((len, _)) if len > MAX_INFLATED_BYTES => {
+            return Err(format!("zlib stream inflates past {MAX_INFLATED_BYTES} bytes"));
+        }
+        Some((len, header)) if header as u64 + len > raw.len() as u64 => {
+            return Err(format!(
+                "MatrixFloat decode failed: packed data of {len} bytes is cut short"
+            ));
+        }
+        _ => {}
+    }
+    decode_matrix_float(raw).map_err(|e| format!("MatrixFloat decode failed: {e}"))
 }
 
 /// Inflates a whole zlib stream into `buffer`, which grows (doubling) until the stream fits;
