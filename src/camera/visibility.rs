@@ -424,32 +424,45 @@ mod tests {
             assert_eq!(culled.offsets, all.offsets, "{:?}", calibration.distortion);
             let bits = |r: &CameraReturns| r.returns.iter().map(|p| p.map(f32::to_bits)).collect::<Vec<_>>();
             assert_eq!(bits(&culled), bits(&all), "{:?}", calibration.distortion);
-            // The cull does work where the model allows it: of the points in front of the lens
-            // that project outside the image (half of them aimed near its border), at least two thirds are
-            // ruled out before their projection.
-            if let Some(cull) = FieldOfViewCull::new(&calibration) {
-                let camera_from_sensor = calibration.sensor_from_camera.inverse();
-                let (w, h) = (f64::from(calibration.width), f64::from(calibration.height));
-                let (mut outside, mut ruled_out) = (0, 0);
-                for i in 0..cloud.len() {
-                    let q = Point3::new(
-                        f64::from(cloud.x()[i]),
-                        f64::from(cloud.y()[i]),
-                        f64::from(cloud.z()[i]),
-                    );
-                    let p = camera_from_sensor * q;
-                    let depth = depth_in_camera(&calibration, &p);
-                    let inside = project_point_in_camera(&calibration, &p)
-                        .is_some_and(|px| (0.0..w).contains(&px.x) && (0.0..h).contains(&px.y));
-                    if depth > MIN_DEPTH_M && !inside {
-                        outside += 1;
-                        let (u, v) = match calibration.axes {
-                            CameraAxes::Waymo => (-p.y / depth, -p.z / depth),
-                            CameraAxes::OpenCv => (p.x / depth, p.y / depth),
-                        };
-                        ruled_out += usize::from(cull.rules_out(u, v));
-                    }
+            // Against an independent projection of every point (the isometry applied as a
+            // quaternion, so a point on the image border may fall either way): the same count.
+            // And the cull does work where the model allows it: of the points in front of the
+            // lens that project outside the image (half of them aimed near its border), at least
+            // two thirds are ruled out before their projection.
+            let camera_from_sensor = calibration.sensor_from_camera.inverse();
+            let (w, h) = (f64::from(calibration.width), f64::from(calibration.height));
+            let cull = FieldOfViewCull::new(&calibration);
+            let (mut inside_count, mut outside, mut ruled_out) = (0usize, 0usize, 0usize);
+            for i in 0..cloud.len() {
+                let q = Point3::new(
+                    f64::from(cloud.x()[i]),
+                    f64::from(cloud.y()[i]),
+                    f64::from(cloud.z()[i]),
+                );
+                let p = camera_from_sensor * q;
+                let depth = depth_in_camera(&calibration, &p);
+                let inside = project_point_in_camera(&calibration, &p)
+                    .is_some_and(|px| (0.0..w).contains(&px.x) && (0.0..h).contains(&px.y));
+                inside_count += usize::from(inside);
+                if let Some(cull) = &cull
+                    && depth > MIN_DEPTH_M
+                    && !inside
+                {
+                    outside += 1;
+                    let (u, v) = match calibration.axes {
+                        CameraAxes::Waymo => (-p.y / depth, -p.z / depth),
+                        CameraAxes::OpenCv => (p.x / depth, p.y / depth),
+                    };
+                    ruled_out += usize::from(cull.rules_out(u, v));
                 }
+            }
+            assert!(
+                culled.len().abs_diff(inside_count) <= 2,
+                "{:?}: {} returns kept, {inside_count} project inside",
+                calibration.distortion,
+                culled.len()
+            );
+            if cull.is_some() {
                 assert!(
                     ruled_out * 3 > outside * 2,
                     "{:?}: {ruled_out} of the {outside} outside the image ruled out",
