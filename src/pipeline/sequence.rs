@@ -453,7 +453,7 @@ impl FirstPassState<'_, '_> {
                 )
             {
                 r.row.num_points_kept = kept.x.len() as i64;
-                r.row.points_file = Some(writer.write(&kept)?);
+                r.row.points_file = Some(writer.write(kept)?);
             }
             self.scratch.push(&r.cloud).map_err(|source| PipelineError::Io {
                 path: self.scratch_path.to_path_buf(),

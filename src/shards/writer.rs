@@ -321,7 +321,7 @@ impl PointsWriter {
 
     /// Appends one frame (frames must come in the order they are to be read); returns the
     /// file's name relative to the sequence folder (`points/part-00000.parquet`).
-    pub fn write(&mut self, frame: &PointsFrame) -> Result<String, ShardError> {
+    pub fn write(&mut self, frame: PointsFrame) -> Result<String, ShardError> {
         if self.frames_in_part >= self.options.frames_per_part {
             self.close_part()?;
         }
@@ -352,10 +352,10 @@ impl PointsWriter {
         let n = frame.x.len();
         let columns: Vec<ArrayRef> = vec![
             i64s(std::iter::repeat_n(frame.frame_index, n)),
-            Arc::new(Float32Array::from(frame.x.clone())),
-            Arc::new(Float32Array::from(frame.y.clone())),
-            Arc::new(Float32Array::from(frame.z.clone())),
-            Arc::new(Float32Array::from(frame.intensity.clone())),
+            Arc::new(Float32Array::from(frame.x)),
+            Arc::new(Float32Array::from(frame.y)),
+            Arc::new(Float32Array::from(frame.z)),
+            Arc::new(Float32Array::from(frame.intensity)),
         ];
         let b = batch(&path, points_schema(), columns)?;
         let fail = parquet_error(&path);
