@@ -67,7 +67,7 @@ impl CameraReturns {
         };
         let apply = |m: &[f64; 4], p: [f64; 3]| m[0] * p[0] + m[1] * p[1] + m[2] * p[2] + m[3];
         // The returns in the image with their tile, in cloud order; then a counting sort by tile.
-        let mut hits: Vec<(u32, [f32; 3])> = Vec::new();
+        let mut hits: Vec<(usize, [f32; 3])> = Vec::new();
         for ((&x, &y), &z) in cloud.x().iter().zip(cloud.y()).zip(cloud.z()) {
             let q = [f64::from(x), f64::from(y), f64::from(z)];
             // As `project_point_in_camera`: behind the camera (or NaN) does not project.
@@ -87,11 +87,11 @@ impl CameraReturns {
             }
             let tile =
                 ((px.y / TILE_PX) as usize).min(tiles_y - 1) * tiles_x + ((px.x / TILE_PX) as usize).min(tiles_x - 1);
-            hits.push((tile as u32, [px.x as f32, px.y as f32, depth as f32]));
+            hits.push((tile, [px.x as f32, px.y as f32, depth as f32]));
         }
         let mut offsets = vec![0usize; tiles_x * tiles_y + 1];
         for &(tile, _) in &hits {
-            offsets[tile as usize + 1] += 1;
+            offsets[tile + 1] += 1;
         }
         for t in 1..offsets.len() {
             offsets[t] += offsets[t - 1];
@@ -99,8 +99,8 @@ impl CameraReturns {
         let mut next = offsets.clone();
         let mut returns = vec![[0f32; 3]; hits.len()];
         for (tile, r) in hits {
-            returns[next[tile as usize]] = r;
-            next[tile as usize] += 1;
+            returns[next[tile]] = r;
+            next[tile] += 1;
         }
         Self {
             tiles_x,
