@@ -758,3 +758,22 @@ fn the_rgb_check_judges_every_visible_track_of_the_real_frame() {
     assert!(summary.camera_s > 0.0);
     check_shards(&[dir]);
 }
+
+#[test]
+fn the_bench_gives_each_detector_the_points_the_pipeline_gave_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let log = simulate_log(Platform::Vehicle, 3, 47, &tmp.path().join("logs")).unwrap();
+    let report = boxlayer::pipeline::bench(&boxlayer::pipeline::BenchOptions {
+        config: PipelineConfig::load(&repo("pipelines/demo.toml")).unwrap(),
+        log: log.path.clone(),
+        out: tmp.path().join("shards"),
+    })
+    .unwrap();
+    assert_eq!(report.frames, 3);
+    // demo.toml runs two detectors on sensor-frame points and two on normalized ones: the
+    // detectors-only run must find exactly the boxes the pipeline wrote to detections.parquet.
+    assert!(report.pipeline_boxes > 0);
+    assert_eq!(report.detectors_only_boxes, report.pipeline_boxes);
+    assert!(report.same_boxes, "{report}");
+    assert!(report.onnx_cpu_s > 0.0 && report.onnx_bound_s() <= report.onnx_cpu_s);
+}

@@ -1,7 +1,9 @@
 //! `boxlayer bench`: the pipeline's speed against its ONNX-bound limit. It simulates a vehicle
 //! log, runs the whole pipeline on it (wall time), then runs only the detectors on the same
-//! sweeps with the same threads and sums the time spent inside their ONNX sessions; the limit is
-//! that sum spread over the threads. The ratio says how much boxlayer's own stages (reading,
+//! sweeps, each detector given the points the pipeline gave it (sensor or normalized frame), with
+//! the same threads, and sums the time spent inside their ONNX sessions; the limit is that sum
+//! spread over the threads. The detectors-only boxes are compared with the run's
+//! `detections.parquet`, which shows that both runs fed the networks the same tensors. The ratio says how much boxlayer's own stages (reading,
 //! pillars, decoding, fusion, tracking, box rows, Parquet) add to the networks.
 
 use std::path::PathBuf;
@@ -9,8 +11,14 @@ use std::time::{Duration, Instant};
 
 use rayon::prelude::*;
 
-use super::{LoadedConfig, PipelineError, RunOptions, RunSummary, load_detectors, run};
-use crate::frame::Platform;
+use super::sequence::{detect_frame, normalized_cloud};
+use super::{
+    LoadedConfig, PipelineError, RunOptions, RunSummary, detector_views, load_detectors, run, sequence_detectors,
+};
+use crate::boxes::Detection;
+use crate::frame::{DetectorFrame, Platform};
+use crate::normalize::{FrameInputs, normalize_frame};
+use crate::shards::read_detection_rows;
 
 /// What the bench runs.
 #[derive(Debug, Clone)]
@@ -38,6 +46,13 @@ pub struct BenchReport {
     pub onnx_cpu_s: f64,
     /// Wall time of the detectors-only run (s).
     pub detectors_only_s: f64,
+    /// Raw boxes of the pipeline run (rows of its `detections.parquet`).
+    pub pipeline_boxes: usize,
+    /// Boxes of the detectors-only run.
+    pub detectors_only_boxes: usize,
+    /// Whether the detectors-only run found exactly the pipeline's raw boxes (frame, detector,
+    /// class, score and box bit for bit, in order).
+    pub same_boxes: bool,
     /// With `stages.camera_check` on: the same pipeline run with the check off (wall time, s).
     pub without_camera_check_s: Option<f64>,
 }
@@ -62,6 +77,17 @@ impl std::fmt::Display for BenchReport {
             f,
             "detectors only, wall time   {:>8.2} s  (pillars, ONNX, decoding on sweeps held in memory)",
             self.detectors_only_s
+        )?;
+        writeln!(
+            f,
+            "raw boxes                   {:>8}    in the pipeline, {} detectors only: {}",
+            self.pipeline_boxes,
+            self.detectors_only_boxes,
+            if self.same_boxes {
+                "the same, bit for bit"
+            } else {
+                "they differ (the two runs did not feed the networks the same points)"
+            }
         )?;
         writeln!(
             f,
@@ -116,50 +142,84 @@ pub fn bench(options: &BenchOptions) -> Result<BenchReport, PipelineError> {
         None
     };
 
-    // The same sweeps, read into memory first, through the detectors alone.
+    // The same sweeps through the detectors alone, each given the points the pipeline gave it:
+    // in the sensor frame, or moved into the sweep's normalized frame, prepared before the clock
+    // starts so that only the detectors run inside it.
     let reader_options = config
         .reader_options(&options.config.path)
         .map_err(|e| PipelineError::Config(e.to_string()))?;
     let source = crate::sources::open(&options.log, None, &reader_options)?;
-    let clouds = (0..source.len())
-        .map(|i| source.frame(i).map(|f| f.cloud))
-        .collect::<Result<Vec<_>, _>>()?;
-    let loaded = load_detectors(&options.config, threads)?;
-    let detectors: Vec<&crate::detect::Detector> = loaded
+    let profile = config
+        .normalization_profile(&options.config.path, Platform::Vehicle, source.meta().source_kind)
+        .map_err(|e| PipelineError::Config(e.to_string()))?;
+    let profile = profile.as_ref().map(|l| &l.profile);
+    let run_options = RunOptions {
+        input: Some(options.log.clone()),
+        platform: Some(Platform::Vehicle),
+        ..RunOptions::new(options.config.clone(), options.out.clone())
+    };
+    let frames: Vec<DetectorFrame> = detector_views(&run_options, Platform::Vehicle, profile)?
         .iter()
-        .zip(&config.detectors)
-        .filter(|(_, entry)| entry.runs_on(Platform::Vehicle))
-        .map(|(d, _)| d)
+        .map(|v| v.frame)
         .collect();
+    let loaded = load_detectors(&options.config, threads)?;
+    let detectors = sequence_detectors(config, &loaded, &frames, Platform::Vehicle, profile);
+    let sweeps = (0..source.len())
+        .map(|i| {
+            let frame = source.frame(i)?;
+            let normalized = profile.map(|p| normalize_frame(&FrameInputs::from_frame(&frame, p), p));
+            let moved = normalized.and_then(|n| normalized_cloud(&detectors, &frame.cloud, &n).map(|moved| (n, moved)));
+            Ok((frame.index as i64, frame.cloud, moved))
+        })
+        .collect::<Result<Vec<_>, PipelineError>>()?;
     let pool = super::sequence::thread_pool(threads)?;
     let started = Instant::now();
-    let onnx: Result<Vec<Duration>, PipelineError> = pool.install(|| {
-        clouds
+    let found: Result<Vec<(Vec<Detection>, Duration)>, PipelineError> = pool.install(|| {
+        sweeps
             .par_iter()
-            .enumerate()
-            .map(|(i, cloud)| {
-                let mut onnx = Duration::ZERO;
-                for d in detectors.iter() {
-                    let (_, t) = d.detect_timed(cloud).map_err(|source| PipelineError::Detect {
+            .map(|(index, cloud, moved)| {
+                detect_frame(&detectors, cloud, moved.as_ref().map(|(n, c)| (n, c))).map_err(|source| {
+                    PipelineError::Detect {
                         sequence: source_name(&options.log),
-                        frame: i as i64,
+                        frame: *index,
                         source: Box::new(source),
-                    })?;
-                    onnx += t.onnx();
-                }
-                Ok(onnx)
+                    }
+                })
             })
             .collect()
     });
     let detectors_only_s = started.elapsed().as_secs_f64();
-    let onnx_cpu_s = onnx?.iter().map(Duration::as_secs_f64).sum();
+    let found = found?;
+    let onnx_cpu_s = found.iter().map(|(_, t)| t.as_secs_f64()).sum();
+    let stored = summary
+        .sequences
+        .iter()
+        .map(|s| read_detection_rows(&s.dir.join("detections.parquet")))
+        .collect::<Result<Vec<_>, _>>()?
+        .concat();
+    let detectors_only: Vec<(i64, &Detection)> = sweeps
+        .iter()
+        .zip(&found)
+        .flat_map(|((index, _, _), (boxes, _))| boxes.iter().map(move |d| (*index, d)))
+        .collect();
+    let same_boxes = stored.len() == detectors_only.len()
+        && stored.iter().zip(&detectors_only).all(|(row, (index, d))| {
+            row.frame_index == *index
+                && row.detector == d.detector
+                && row.class == d.class.as_str()
+                && row.score.to_bits() == d.score.to_bits()
+                && row.box_sensor.map(f64::to_bits) == d.box3.to_array().map(f64::to_bits)
+        });
     Ok(BenchReport {
-        frames: clouds.len(),
+        frames: sweeps.len(),
         run: summary,
         threads,
         pipeline_s,
         onnx_cpu_s,
         detectors_only_s,
+        pipeline_boxes: stored.len(),
+        detectors_only_boxes: detectors_only.len(),
+        same_boxes,
         without_camera_check_s,
     })
 }

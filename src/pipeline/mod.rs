@@ -748,6 +748,29 @@ fn detector_records(
         .collect()
 }
 
+/// The config's detectors that run on `platform`, each with the frame of its points (`frames`,
+/// from [`detector_views`]) and where the profile puts the ground there.
+fn sequence_detectors<'a>(
+    config: &PipelineConfig,
+    detectors: &'a [Detector],
+    frames: &[DetectorFrame],
+    platform: Platform,
+    profile: Option<&crate::normalize::Profile>,
+) -> Vec<SequenceDetector<'a>> {
+    config
+        .detectors
+        .iter()
+        .zip(detectors)
+        .filter(|(entry, _)| entry.runs_on(platform))
+        .zip(frames)
+        .map(|((_, detector), &frame)| SequenceDetector {
+            detector,
+            frame,
+            ground_z_m: profile.and_then(|p| p.ground_z_m(frame)),
+        })
+        .collect()
+}
+
 /// Each of the config's detectors for `platform`: its name, the frame it is given points in (the
 /// profile's `detector.input_frame = "normalized"` moves them all, otherwise each manifest's own
 /// `input_frame` stands) and its grid's range. Read from the manifests, so that a `--from` run
@@ -864,18 +887,13 @@ fn run_one(
         }
         None => views,
     };
-    let platform_detectors: Vec<SequenceDetector> = config
-        .detectors
-        .iter()
-        .zip(detectors)
-        .filter(|(entry, _)| entry.runs_on(p.platform))
-        .zip(&frames)
-        .map(|((_, detector), &frame)| SequenceDetector {
-            detector,
-            frame,
-            ground_z_m: profile.as_ref().and_then(|p| p.profile.ground_z_m(frame)),
-        })
-        .collect();
+    let platform_detectors = sequence_detectors(
+        config,
+        detectors,
+        &frames,
+        p.platform,
+        profile.as_ref().map(|l| &l.profile),
+    );
     let detections = match &stored {
         Some(stored) => DetectionsFrom::Given(stored),
         None => DetectionsFrom::Detectors(&platform_detectors),

@@ -28,7 +28,7 @@ use crate::detect::Detector;
 use crate::frame::{CameraCalibration, DetectorFrame, GroundTruthBox, ObjectClass, Platform};
 use crate::fuse::Fuser;
 use crate::geometry::Box3;
-use crate::normalize::{ClassSizes, FrameInputs, Profile, normalize_frame, normalize_sequence};
+use crate::normalize::{ClassSizes, FrameInputs, Normalization, Profile, normalize_frame, normalize_sequence};
 use crate::shards::{
     BoxRow, CameraFootprint, DetectionRow, DetectionsWriter, FrameError, FrameRow, PointsFrame, PointsWriter,
     StageTimes, TrackRow,
@@ -200,6 +200,47 @@ fn row_major(m: &Isometry3<f64>) -> [f64; 16] {
     out
 }
 
+/// `cloud` moved into the normalized frame `n`, when one of `detectors` takes its points there.
+pub fn normalized_cloud(
+    detectors: &[SequenceDetector<'_>],
+    cloud: &PointCloud,
+    n: &Normalization,
+) -> Option<PointCloud> {
+    detectors.iter().any(|d| d.frame == DetectorFrame::Normalized).then(|| {
+        let mut moved = cloud.clone();
+        n.cloud_to_normalized(&mut moved);
+        moved
+    })
+}
+
+/// Runs `detectors` on one sweep: those that take sensor-frame points on `cloud`, the others on
+/// `normalized` (the sweep's normalization and its points moved there, [`normalized_cloud`]).
+/// Returns every box in the sensor frame, in detector order, and the time spent inside the
+/// detectors' ONNX sessions.
+pub fn detect_frame(
+    detectors: &[SequenceDetector<'_>],
+    cloud: &PointCloud,
+    normalized: Option<(&Normalization, &PointCloud)>,
+) -> Result<(Vec<Detection>, Duration), crate::detect::DetectError> {
+    let mut onnx = Duration::ZERO;
+    let mut all = Vec::new();
+    for d in detectors {
+        let (mut boxes, timings) = match (d.frame, normalized) {
+            (DetectorFrame::Normalized, Some((n, moved))) => {
+                let (mut boxes, timings) = d.detector.detect_timed_on_ground(moved, d.ground_z_m)?;
+                for b in &mut boxes {
+                    b.box3 = n.box_to_sensor(&b.box3);
+                }
+                (boxes, timings)
+            }
+            _ => d.detector.detect_timed_on_ground(cloud, d.ground_z_m)?,
+        };
+        onnx += timings.onnx();
+        all.append(&mut boxes);
+    }
+    Ok((all, onnx))
+}
+
 /// Pass 1 on one frame.
 fn first_pass_frame(
     source: &dyn Source,
@@ -231,36 +272,13 @@ fn first_pass_frame(
     let mut onnx = Duration::ZERO;
     let raw: Vec<Detection> = match &job.detections {
         DetectionsFrom::Detectors(detectors) => {
-            let normalized_cloud = match &normalized {
-                Some(n) if detectors.iter().any(|d| d.frame == DetectorFrame::Normalized) => {
-                    let mut c = frame.cloud.clone();
-                    n.cloud_to_normalized(&mut c);
-                    Some(c)
-                }
-                _ => None,
-            };
-            let mut all = Vec::new();
-            for d in detectors.iter() {
-                let (mut boxes, timings) = match (d.frame, &normalized, &normalized_cloud) {
-                    (DetectorFrame::Normalized, Some(n), Some(cloud)) => {
-                        let (mut boxes, timings) = d
-                            .detector
-                            .detect_timed_on_ground(cloud, d.ground_z_m)
-                            .map_err(detect_error)?;
-                        for b in &mut boxes {
-                            b.box3 = n.box_to_sensor(&b.box3);
-                        }
-                        (boxes, timings)
-                    }
-                    _ => d
-                        .detector
-                        .detect_timed_on_ground(&frame.cloud, d.ground_z_m)
-                        .map_err(detect_error)?,
-                };
-                onnx += timings.onnx();
-                all.append(&mut boxes);
-            }
-            all
+            let moved = normalized
+                .as_ref()
+                .and_then(|n| normalized_cloud(detectors, &frame.cloud, n).map(|c| (n, c)));
+            let (boxes, in_sessions) =
+                detect_frame(detectors, &frame.cloud, moved.as_ref().map(|(n, c)| (*n, c))).map_err(detect_error)?;
+            onnx = in_sessions;
+            boxes
         }
         DetectionsFrom::Given(given) => given.get(&frame_index).cloned().unwrap_or_default(),
     };
