@@ -395,11 +395,13 @@ pub fn load_classifier(config: &LoadedConfig) -> Result<Option<Classifier>, Pipe
 /// Loads every detector of the config once, for a pipeline running `threads` frames at once:
 /// each graph gets `threads` sessions of one intra-op thread (a detector manifest's
 /// `[runtime] threads` and `sessions` are for `boxlayer detect`; its execution provider stands).
+/// The detectors load in parallel (rayon); the error reported is the first in config order.
 pub fn load_detectors(config: &LoadedConfig, threads: usize) -> Result<Vec<Detector>, PipelineError> {
-    config
+    use rayon::prelude::*;
+    let loaded: Vec<Result<Detector, PipelineError>> = config
         .config
         .detector_dirs(&config.path)
-        .into_iter()
+        .into_par_iter()
         .map(|dir| {
             crate::detect::DetectorManifest::load(&dir)
                 .and_then(|mut manifest| {
@@ -412,7 +414,8 @@ pub fn load_detectors(config: &LoadedConfig, threads: usize) -> Result<Vec<Detec
                     source: Box::new(source),
                 })
         })
-        .collect()
+        .collect();
+    loaded.into_iter().collect()
 }
 
 fn sha256_hex(bytes: &[u8]) -> String {
@@ -427,7 +430,31 @@ pub fn run(options: &RunOptions) -> Result<RunSummary, PipelineError> {
     let started = Instant::now();
     let loaded = &options.config;
     let config = &loaded.config;
-    let mut planned = plan(options)?;
+    let threads = match options.threads {
+        Some(0) | None if config.runtime.threads == 0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        Some(0) | None => config.runtime.threads,
+        Some(n) => n,
+    };
+    let pool = sequence::thread_pool(threads)?;
+    let runs_detectors = matches!(
+        (config.origin, options.from, &options.detections),
+        (LayerOrigin::Detect, StartFrom::Read, None)
+    );
+    // The logs are indexed and the detectors loaded (their model hashes checked) side by side on
+    // the run's threads, both before any output is written.
+    let (planned, detectors) = pool.install(|| {
+        rayon::join(
+            || plan(options),
+            || {
+                if runs_detectors {
+                    load_detectors(loaded, threads)
+                } else {
+                    Ok(Vec::new())
+                }
+            },
+        )
+    });
+    let mut planned = planned?;
     if let Some(share) = options.share {
         planned = planned
             .into_iter()
@@ -445,35 +472,24 @@ pub fn run(options: &RunOptions) -> Result<RunSummary, PipelineError> {
             other_run(&sequence_dir(options, p), &identity)?;
         }
     }
-    let threads = match options.threads {
-        Some(0) | None if config.runtime.threads == 0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
-        Some(0) | None => config.runtime.threads,
-        Some(n) => n,
-    };
-    // Detectors load (and their model hashes are checked) before any output is written.
-    let detectors = match (config.origin, options.from, &options.detections) {
-        (LayerOrigin::Detect, StartFrom::Read, None) => {
-            if let Some(p) = planned
-                .iter()
-                .find(|p| !config.detectors.iter().any(|d| d.runs_on(p.platform)))
-            {
-                return Err(PipelineError::Config(format!(
-                    "{}: detectors: none runs on platform `{}` (sequence {}); their `platforms` lists leave it out",
-                    loaded.path.display(),
-                    p.platform,
-                    p.name
-                )));
-            }
-            load_detectors(loaded, threads)?
-        }
-        _ => Vec::new(),
-    };
+    if runs_detectors
+        && let Some(p) = planned
+            .iter()
+            .find(|p| !config.detectors.iter().any(|d| d.runs_on(p.platform)))
+    {
+        return Err(PipelineError::Config(format!(
+            "{}: detectors: none runs on platform `{}` (sequence {}); their `platforms` lists leave it out",
+            loaded.path.display(),
+            p.platform,
+            p.name
+        )));
+    }
+    let detectors = detectors?;
     let classifier = load_classifier(loaded)?;
     let given = match &options.detections {
         Some(path) => Some(read_detections_jsonl(path)?),
         None => None,
     };
-    let pool = sequence::thread_pool(threads)?;
     let mut summary = RunSummary {
         threads,
         share: options.share,

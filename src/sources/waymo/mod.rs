@@ -105,15 +105,11 @@ impl WaymoV1Source {
         if !named_tfrecord && !tfrecord::looks_like_tfrecord(path)? {
             return Err(incompatible());
         }
-        let mut summaries = Vec::new();
-        let reader = TfRecordReader::open_with(path, config.on_corrupt, |data| {
+        let (reader, summaries) = TfRecordReader::open_with(path, config.on_corrupt, |data| {
             let s = proto::FrameSummary::decode(data).map_err(|e| format!("not a Waymo Frame: {e}"))?;
             let name = s.context.as_ref().and_then(|c| c.name.clone());
             match (name, s.timestamp_micros) {
-                (Some(name), Some(ts)) => {
-                    summaries.push((name, ts));
-                    Ok(())
-                }
+                (Some(name), Some(ts)) => Ok((name, ts)),
                 (None, _) => Err("not a Waymo Frame: field `context.name` missing".to_string()),
                 (_, None) => Err("not a Waymo Frame: field `timestamp_micros` missing".to_string()),
             }
@@ -193,8 +189,9 @@ impl WaymoV1Source {
 
     /// Frame `index` as the raw decoded proto, for tools that need fields boxlayer does not map.
     pub fn frame_proto(&self, index: usize) -> Result<proto::Frame, SourceError> {
-        let data = self.reader.read(index)?;
-        proto::Frame::decode(&data[..]).map_err(|e| self.corrupt(index, format!("frame decode failed: {e}")))
+        self.reader
+            .with_record(index, |data| proto::Frame::decode(data))?
+            .map_err(|e| self.corrupt(index, format!("frame decode failed: {e}")))
     }
 
     fn corrupt(&self, index: usize, detail: String) -> SourceError {

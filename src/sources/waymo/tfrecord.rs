@@ -1,7 +1,8 @@
 //! TFRecord framing: `u64 LE length | u32 LE masked CRC-32C(length) | data | u32 LE masked
-//! CRC-32C(data)`, records concatenated with no header. [`TfRecordReader`] indexes a file in one
-//! pass and then reads any record by positional reads, so `&self` reads are thread-safe;
-//! [`TfRecordWriter`] writes the same framing.
+//! CRC-32C(data)`, records concatenated with no header. [`TfRecordReader`] indexes a file once
+//! (its headers walked in order, the records' data CRC-checked in parallel) and then reads any
+//! record by positional reads, so `&self` reads are thread-safe; [`TfRecordWriter`] writes the
+//! same framing.
 
 use std::fs::File;
 use std::io::Write;
@@ -60,7 +61,7 @@ impl RecordSpan {
     }
 }
 
-/// A TFRecord file indexed in one pass: the good records' spans and the damaged ones' reports.
+/// An indexed TFRecord file: the good records' spans and the damaged ones' reports.
 #[derive(Debug)]
 pub struct TfRecordReader {
     path: PathBuf,
@@ -69,12 +70,29 @@ pub struct TfRecordReader {
     skipped: Vec<SkippedRecord>,
 }
 
-/// What a one-pass scan found at one offset.
+/// What the header walk found at one offset.
 enum Scan {
-    /// A record with a sound header, with `Err(detail)` when its data CRC did not match.
-    Record(RecordSpan, Result<(), String>),
+    /// A record with a sound header (its data not read yet).
+    Record(RecordSpan),
     /// A damaged or truncated header at this offset; go on at `resume` (None: end of file).
     BadHeader { detail: String, resume: Option<u64> },
+}
+
+/// What indexing found for one record.
+enum Outcome<T> {
+    /// A good record and what the caller's check gave for it.
+    Good(RecordSpan, T),
+    /// A damaged record, and what was wrong.
+    Damaged { location: String, detail: String },
+}
+
+/// The most bytes a thread keeps in its record buffer between reads (a Waymo frame is a few MB).
+const KEPT_BUFFER_BYTES: usize = 64 << 20;
+
+thread_local! {
+    /// This thread's record buffer, reused so that reading a record neither allocates nor clears
+    /// memory it will overwrite.
+    static RECORD_BUFFER: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 impl TfRecordReader {
@@ -83,16 +101,19 @@ impl TfRecordReader {
     /// scan resynchronises on the next valid header; with [`OnCorrupt::Fail`] the first damage
     /// is a [`SourceError::Corrupt`] naming the record and its offset.
     pub fn open(path: &Path, on_corrupt: OnCorrupt) -> Result<Self, SourceError> {
-        Self::open_with(path, on_corrupt, |_| Ok(()))
+        Self::open_with(path, on_corrupt, |_| Ok(())).map(|(reader, _)| reader)
     }
 
     /// Like [`open`](Self::open), with `check` run on each record whose CRCs match; an `Err`
-    /// from it marks the record damaged (a garbage payload behind valid framing).
-    pub fn open_with(
+    /// from it marks the record damaged (a garbage payload behind valid framing). Returns what
+    /// `check` gave for each good record, in file order. The headers are walked in order and the
+    /// records' data read and checked in parallel (rayon); the outcome is the sequential one.
+    pub fn open_with<T: Send>(
         path: &Path,
         on_corrupt: OnCorrupt,
-        mut check: impl FnMut(&[u8]) -> Result<(), String>,
-    ) -> Result<Self, SourceError> {
+        check: impl Fn(&[u8]) -> Result<T, String> + Sync,
+    ) -> Result<(Self, Vec<T>), SourceError> {
+        use rayon::prelude::*;
         let file = File::open(path).map_err(|e| SourceError::io(path, e))?;
         let file_len = file.metadata().map_err(|e| SourceError::io(path, e))?.len();
         let mut reader = Self {
@@ -101,47 +122,61 @@ impl TfRecordReader {
             records: Vec::new(),
             skipped: Vec::new(),
         };
+        // The header walk: every record's place, or its damaged header's.
+        let mut walked = Vec::new();
         let mut offset = 0u64;
         let mut record = 0usize;
-        let mut buf = Vec::new();
         while offset < file_len {
-            let scan = reader.scan_at(offset, record, file_len, &mut buf)?;
-            let (damage, next) = match scan {
-                Scan::Record(span, data) => {
-                    let next = span.end();
-                    match data.and_then(|()| check(&buf)) {
-                        Ok(()) => {
-                            reader.records.push(span);
-                            (None, next)
-                        }
-                        Err(detail) => (Some((span.location(), detail)), next),
-                    }
-                }
-                Scan::BadHeader { detail, resume } => {
-                    (Some((RecordSpan { record, offset, len: 0 }.location(), detail)), resume)
-                }
+            let scan = reader.scan_at(offset, record, file_len)?;
+            let next = match &scan {
+                Scan::Record(span) => span.end(),
+                Scan::BadHeader { resume, .. } => *resume,
             };
-            if let Some((location, detail)) = damage {
-                match on_corrupt {
-                    OnCorrupt::Fail => return Err(SourceError::corrupt(path, location, detail)),
-                    OnCorrupt::Skip => {
-                        tracing::warn!("{}: {location}: {detail} (skipped)", path.display());
-                        reader.skipped.push(SkippedRecord { location, detail });
-                    }
-                }
-            }
+            walked.push((record, offset, scan));
             record += 1;
             match next {
                 Some(n) => offset = n,
                 None => break,
             }
         }
-        Ok(reader)
+        // The data of every record with a sound header, checked in parallel.
+        let outcomes: Vec<Outcome<T>> = walked
+            .into_par_iter()
+            .map(|(record, offset, scan)| match scan {
+                Scan::Record(span) => reader.with_data(&span, |data| match data.and_then(&check) {
+                    Ok(value) => Outcome::Good(span, value),
+                    Err(detail) => Outcome::Damaged {
+                        location: span.location(),
+                        detail,
+                    },
+                }),
+                Scan::BadHeader { detail, .. } => Outcome::Damaged {
+                    location: RecordSpan { record, offset, len: 0 }.location(),
+                    detail,
+                },
+            })
+            .collect();
+        let mut values = Vec::with_capacity(outcomes.len());
+        for outcome in outcomes {
+            match outcome {
+                Outcome::Good(span, value) => {
+                    reader.records.push(span);
+                    values.push(value);
+                }
+                Outcome::Damaged { location, detail } => match on_corrupt {
+                    OnCorrupt::Fail => return Err(SourceError::corrupt(path, location, detail)),
+                    OnCorrupt::Skip => {
+                        tracing::warn!("{}: {location}: {detail} (skipped)", path.display());
+                        reader.skipped.push(SkippedRecord { location, detail });
+                    }
+                },
+            }
+        }
+        Ok((reader, values))
     }
 
-    /// Checks the header at `offset` and, when it is sound, reads the data into `buf` and
-    /// checks its CRC.
-    fn scan_at(&self, offset: u64, record: usize, file_len: u64, buf: &mut Vec<u8>) -> Result<Scan, SourceError> {
+    /// Checks the header at `offset`: a record's span when it is sound and fits in the file.
+    fn scan_at(&self, offset: u64, record: usize, file_len: u64) -> Result<Scan, SourceError> {
         let remaining = file_len.saturating_sub(offset);
         if remaining < HEADER_BYTES {
             return Ok(Scan::BadHeader {
@@ -173,29 +208,43 @@ impl TfRecordReader {
                 resume: None,
             });
         }
-        let span = RecordSpan { record, offset, len };
-        let data = self.read_data(&span, buf);
-        Ok(Scan::Record(span, data))
+        Ok(Scan::Record(RecordSpan { record, offset, len }))
     }
 
-    /// Reads a record's data into `buf` and checks its CRC; `Err` holds the damage detail.
-    fn read_data(&self, span: &RecordSpan, buf: &mut Vec<u8>) -> Result<(), String> {
+    /// Reads a record's data into this thread's buffer, checks its CRC and hands `use_data` the
+    /// data, or the damage detail.
+    fn with_data<R>(&self, span: &RecordSpan, use_data: impl FnOnce(Result<&[u8], String>) -> R) -> R {
+        RECORD_BUFFER.with_borrow_mut(|buf| {
+            let result = use_data(self.read_data(span, buf));
+            if buf.capacity() > KEPT_BUFFER_BYTES {
+                *buf = Vec::new();
+            }
+            result
+        })
+    }
+
+    /// Reads a record's data into `buf` (grown as needed, never cleared: the read overwrites it)
+    /// and checks its CRC; returns the data, or the damage detail.
+    fn read_data<'b>(&self, span: &RecordSpan, buf: &'b mut Vec<u8>) -> Result<&'b [u8], String> {
         let len = usize::try_from(span.len)
             .ok()
             .filter(|_| span.len <= MAX_RECORD_BYTES)
             .ok_or_else(|| format!("record length {} exceeds the {MAX_RECORD_BYTES}-byte limit", span.len))?;
-        buf.clear();
-        buf.resize(len + FOOTER_BYTES as usize, 0);
+        let with_footer = len + FOOTER_BYTES as usize;
+        if buf.len() < with_footer {
+            buf.resize(with_footer, 0);
+        }
+        let bytes = &mut buf[..with_footer];
         self.file
-            .read_exact_at(buf, span.data_offset())
+            .read_exact_at(bytes, span.data_offset())
             .map_err(|e| format!("read failed: {e}"))?;
+        let (data, footer) = bytes.split_at(len);
         let mut stored = [0u8; 4];
-        stored.copy_from_slice(&buf[len..]);
-        buf.truncate(len);
+        stored.copy_from_slice(footer);
         let stored = u32::from_le_bytes(stored);
-        let actual = masked_crc32c(buf);
+        let actual = masked_crc32c(data);
         if stored == actual {
-            Ok(())
+            Ok(data)
         } else {
             Err(format!("bad data crc (stored {stored:#010x}, computed {actual:#010x})"))
         }
@@ -260,15 +309,21 @@ impl TfRecordReader {
 
     /// The data of good record `index` (0-based among good records), its CRC checked again.
     pub fn read(&self, index: usize) -> Result<Vec<u8>, SourceError> {
+        self.with_record(index, <[u8]>::to_vec)
+    }
+
+    /// Hands `use_data` the data of good record `index`, its CRC checked again, read into a
+    /// buffer this thread reuses (no allocation per record).
+    pub fn with_record<R>(&self, index: usize, use_data: impl FnOnce(&[u8]) -> R) -> Result<R, SourceError> {
         let span = *self.records.get(index).ok_or(SourceError::FrameOutOfRange {
             path: self.path.clone(),
             index,
             len: self.records.len(),
         })?;
-        let mut buf = Vec::new();
-        self.read_data(&span, &mut buf)
-            .map_err(|detail| SourceError::corrupt(&self.path, span.location(), detail))?;
-        Ok(buf)
+        self.with_data(&span, |data| {
+            data.map(use_data)
+                .map_err(|detail| SourceError::corrupt(&self.path, span.location(), detail))
+        })
     }
 }
 
