@@ -14,6 +14,7 @@ mod resume;
 mod score;
 mod scratch;
 mod sequence;
+mod shared_runs;
 mod stop;
 mod workers;
 

@@ -20,6 +20,7 @@ use rayon::prelude::*;
 use super::PipelineError;
 use super::config::{LayerOrigin, PipelineConfig, PointsKept, ReviewConfig};
 use super::scratch::ScratchPoints;
+use super::shared_runs::Board;
 use crate::boxes::{Detection, FusedBox};
 use crate::camera::{BoxView, CameraReturns, best_view, box_views, project_point};
 use crate::classify::Classifier;
@@ -213,10 +214,34 @@ pub fn normalized_cloud(
     })
 }
 
-/// Runs `detectors` on one sweep: those that take sensor-frame points on `cloud`, the others on
+/// One detector's run on a sweep: its boxes in the sensor frame, the time inside its ONNX
+/// sessions, and its whole time.
+pub(super) type DetectorRun = Result<(Vec<Detection>, Duration, Duration), crate::detect::DetectError>;
+
+/// Runs detector `d` on one sweep: on `cloud` when it takes sensor-frame points, else on
 /// `normalized` (the sweep's normalization and its points moved there, [`normalized_cloud`]).
-/// Returns every box in the sensor frame, in detector order, and the time spent inside the
-/// detectors' ONNX sessions.
+pub(super) fn detect_one(
+    d: &SequenceDetector<'_>,
+    cloud: &PointCloud,
+    normalized: Option<(&Normalization, &PointCloud)>,
+) -> DetectorRun {
+    let started = Instant::now();
+    let (boxes, timings) = match (d.frame, normalized) {
+        (DetectorFrame::Normalized, Some((n, moved))) => {
+            let (mut boxes, timings) = d.detector.detect_timed_on_ground(moved, d.ground_z_m)?;
+            for b in &mut boxes {
+                b.box3 = n.box_to_sensor(&b.box3);
+            }
+            (boxes, timings)
+        }
+        _ => d.detector.detect_timed_on_ground(cloud, d.ground_z_m)?,
+    };
+    Ok((boxes, timings.onnx(), started.elapsed()))
+}
+
+/// Runs `detectors` on one sweep, each on the points [`detect_one`] gives it. Returns every box
+/// in the sensor frame, in detector order, and the time spent inside the detectors' ONNX
+/// sessions.
 pub fn detect_frame(
     detectors: &[SequenceDetector<'_>],
     cloud: &PointCloud,
@@ -225,31 +250,24 @@ pub fn detect_frame(
     let mut onnx = Duration::ZERO;
     let mut all = Vec::new();
     for d in detectors {
-        let (mut boxes, timings) = match (d.frame, normalized) {
-            (DetectorFrame::Normalized, Some((n, moved))) => {
-                let (mut boxes, timings) = d.detector.detect_timed_on_ground(moved, d.ground_z_m)?;
-                for b in &mut boxes {
-                    b.box3 = n.box_to_sensor(&b.box3);
-                }
-                (boxes, timings)
-            }
-            _ => d.detector.detect_timed_on_ground(cloud, d.ground_z_m)?,
-        };
-        onnx += timings.onnx();
+        let (mut boxes, in_sessions, _) = detect_one(d, cloud, normalized)?;
+        onnx += in_sessions;
         all.append(&mut boxes);
     }
     Ok((all, onnx))
 }
 
-/// Pass 1 on one frame.
-fn first_pass_frame(
+/// Pass 1 on one frame. Its detector runs go through `board`, where an idle worker may take
+/// some over.
+fn first_pass_frame<'j>(
     source: &dyn Source,
     position: usize,
-    job: &SequenceJob,
+    job: &'j SequenceJob,
     fuser: &Fuser,
+    board: &Board<'j>,
 ) -> Result<FrameResult, PipelineError> {
     let started = Instant::now();
-    let frame = source.frame(position)?;
+    let mut frame = source.frame(position)?;
     let read = started.elapsed();
     let started = Instant::now();
     let profile = job.normalize;
@@ -268,21 +286,26 @@ fn first_pass_frame(
         frame: frame_index,
         source: Box::new(source),
     };
-    let started = Instant::now();
     let mut onnx = Duration::ZERO;
+    let mut detect = Duration::ZERO;
     let raw: Vec<Detection> = match &job.detections {
         DetectionsFrom::Detectors(detectors) => {
             let moved = normalized
                 .as_ref()
-                .and_then(|n| normalized_cloud(detectors, &frame.cloud, n).map(|c| (n, c)));
-            let (boxes, in_sessions) =
-                detect_frame(detectors, &frame.cloud, moved.as_ref().map(|(n, c)| (*n, c))).map_err(detect_error)?;
-            onnx = in_sessions;
-            boxes
+                .and_then(|n| normalized_cloud(detectors, &frame.cloud, n).map(|c| (*n, c)));
+            let (cloud, runs) = board.run(detectors, std::mem::take(&mut frame.cloud), moved);
+            frame.cloud = cloud;
+            let mut all = Vec::new();
+            for run in runs {
+                let (mut boxes, in_sessions, whole) = run.map_err(detect_error)?;
+                onnx += in_sessions;
+                detect += whole;
+                all.append(&mut boxes);
+            }
+            all
         }
         DetectionsFrom::Given(given) => given.get(&frame_index).cloned().unwrap_or_default(),
     };
-    let detect = started.elapsed();
     let started = Instant::now();
     // A box fusion cannot use (non-finite, negative size, score outside [0, 1]) is dropped with
     // a note rather than failing the frame: one bad output of one network loses nothing else.
@@ -684,6 +707,7 @@ fn stream_first_pass(
     let handed_on = AtomicUsize::new(0);
     let ended = AtomicBool::new(false);
     let (sender, receiver) = std::sync::mpsc::sync_channel::<Computed>(window);
+    let board = Board::default();
     std::thread::scope(|scope| {
         let handed_on = &handed_on;
         let ended = &ended;
@@ -716,6 +740,7 @@ fn stream_first_pass(
             }
             Ok(())
         });
+        let board = &board;
         rayon::broadcast(|_| {
             let sender = sender.clone();
             while !ended.load(Ordering::Relaxed) {
@@ -733,11 +758,19 @@ fn stream_first_pass(
                 if ended.load(Ordering::Relaxed) {
                     break;
                 }
-                let result = first_pass_frame(job.source, positions[k], job, fuser);
+                board.frame_taken();
+                let result = first_pass_frame(job.source, positions[k], job, fuser, board);
+                board.frame_done();
                 if sender.send((k, result)).is_err() {
                     // The writer stopped on an error.
                     ended.store(true, Ordering::Relaxed);
                     break;
+                }
+            }
+            // No frame left to take: run detectors of the frames other workers are still on.
+            while board.busy() && !ended.load(Ordering::Relaxed) {
+                if !board.help() {
+                    std::thread::sleep(std::time::Duration::from_millis(1));
                 }
             }
         });
