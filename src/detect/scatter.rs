@@ -112,6 +112,20 @@ fn sort_by_row(cells: &[(u32, u32)], nx: usize, ny: usize, order: &mut Vec<u32>,
     }
 }
 
+/// `len` zeros on pages of their own. A zeroed allocation is mapped to the kernel's shared zero
+/// page until written; the head reads the whole canvas before the scatters of later sweeps write
+/// its cells, and each first write to such a page would then cost a copy-on-write fault and a
+/// TLB shootdown that interrupts the other threads. One store per page makes it resident now.
+fn resident_zeros(len: usize) -> Vec<f32> {
+    const PER_PAGE: usize = 4096 / std::mem::size_of::<f32>();
+    let mut data = vec![0.0f32; len];
+    for value in data.iter_mut().step_by(PER_PAGE) {
+        // An opaque zero, so the store is not dropped as one that changes nothing.
+        *value = std::hint::black_box(0.0);
+    }
+    data
+}
+
 /// Scatters the first `cells.len()` rows of `encoded` onto an `nx × ny` canvas; padding rows are ignored.
 pub fn scatter_to_canvas(
     encoded: &EncodedPillars,
@@ -159,7 +173,7 @@ pub fn scatter_view_into(
         MapLayout::Nhwc => [1, ny, nx, c],
     };
     if canvas.shape != shape || canvas.data.len() != c * nx * ny {
-        canvas.data = vec![0.0f32; c * nx * ny];
+        canvas.data = resident_zeros(c * nx * ny);
         canvas.written.clear();
     }
     canvas.shape = shape;
