@@ -99,13 +99,33 @@ pub(crate) fn ratio(intersection: f64, union: f64) -> f64 {
 /// The rotated bird's-eye-view IoU of two boxes' footprints (x, y, l, w, yaw; z, h, pitch and
 /// roll ignored). Zero-size or non-finite boxes give 0; a box with itself gives 1 (to ~1e-15).
 pub fn iou_bev(a: &Box3, b: &Box3) -> f64 {
+    if circles_apart(a, b) {
+        return 0.0;
+    }
     Footprint::of(a).iou(&Footprint::of(b))
+}
+
+/// Whether the footprints' circumscribed circles do not meet (or a centre is NaN), as
+/// [`Footprint::intersection_area`] decides it, but before any trigonometry: then the boxes
+/// share no area and every BEV-based IoU is 0. Most pairs an evaluation scores are such.
+fn circles_apart(a: &Box3, b: &Box3) -> bool {
+    let radius = |b: &Box3| {
+        let (half_l, half_w) = (0.5 * b.l, 0.5 * b.w);
+        (half_l * half_l + half_w * half_w).sqrt()
+    };
+    let (dx, dy) = (a.x - b.x, a.y - b.y);
+    let reach = radius(a) + radius(b);
+    let meet = dx * dx + dy * dy <= reach * reach;
+    !meet
 }
 
 /// The 3D IoU of two boxes treated as yaw-only (their pitch and roll ignored): BEV intersection
 /// area × overlap of the z ranges over the union of volumes. `iou_3d` calls it when both boxes
 /// are yaw-only; call it directly only when ignoring pitch and roll is what you mean.
 pub fn iou_3d_yaw_only(a: &Box3, b: &Box3) -> f64 {
+    if circles_apart(a, b) {
+        return 0.0;
+    }
     let inter_area = Footprint::of(a).intersection_area(&Footprint::of(b));
     let z_overlap = ((a.z + 0.5 * a.h).min(b.z + 0.5 * b.h) - (a.z - 0.5 * a.h).max(b.z - 0.5 * b.h)).max(0.0);
     let inter = if a.h > 0.0 && b.h > 0.0 {
@@ -366,6 +386,23 @@ mod tests {
     }
 
     proptest! {
+        /// The circle test before the footprints changes no IoU: with centres up to 8 m apart
+        /// (pairs that meet, touch and miss), `iou_bev` equals the footprints' IoU bit for bit.
+        #[test]
+        fn the_early_circle_test_gives_the_footprints_iou(
+            a in box_7dof(),
+            b in box_7dof(),
+            dx in -6.0..6.0f64,
+            dy in -6.0..6.0f64,
+        ) {
+            let b = Box3 { x: b.x + dx, y: b.y + dy, ..b };
+            let full = Footprint::of(&a).iou(&Footprint::of(&b));
+            prop_assert_eq!(iou_bev(&a, &b).to_bits(), full.to_bits());
+            if circles_apart(&a, &b) {
+                prop_assert_eq!(full, 0.0);
+            }
+        }
+
         /// A copy slid by a fraction f of its extent along its own axis shares four faces' planes
         /// with the original (the coplanar case) and overlaps by 1 − f: IoU = (1 − f) / (1 + f).
         #[test]
