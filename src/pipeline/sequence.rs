@@ -279,6 +279,12 @@ fn first_pass_frame<'j>(
         (Some(p), Some(i)) => Some(normalize_frame(i, p)),
         _ => None,
     };
+    let moved = match (&job.detections, &normalized) {
+        (DetectionsFrom::Detectors(detectors), Some(n)) => {
+            normalized_cloud(detectors, &frame.cloud, n).map(|cloud| (*n, cloud))
+        }
+        _ => None,
+    };
     let normalize = started.elapsed();
     let frame_index = frame.index as i64;
     let detect_error = |source| PipelineError::Detect {
@@ -290,9 +296,6 @@ fn first_pass_frame<'j>(
     let mut detect = Duration::ZERO;
     let raw: Vec<Detection> = match &job.detections {
         DetectionsFrom::Detectors(detectors) => {
-            let moved = normalized
-                .as_ref()
-                .and_then(|n| normalized_cloud(detectors, &frame.cloud, n).map(|c| (*n, c)));
             let (cloud, runs) = board.run(detectors, std::mem::take(&mut frame.cloud), moved);
             frame.cloud = cloud;
             let mut all = Vec::new();
@@ -758,9 +761,9 @@ fn stream_first_pass(
                 if ended.load(Ordering::Relaxed) {
                     break;
                 }
-                board.frame_taken();
+                let taken = board.take_frame();
                 let result = first_pass_frame(job.source, positions[k], job, fuser, board);
-                board.frame_done();
+                drop(taken);
                 if sender.send((k, result)).is_err() {
                     // The writer stopped on an error.
                     ended.store(true, Ordering::Relaxed);

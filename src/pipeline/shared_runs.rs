@@ -48,15 +48,23 @@ impl Drop for Claim<'_, '_> {
     }
 }
 
-impl<'j> Board<'j> {
-    /// A worker took a frame.
-    pub(super) fn frame_taken(&self) {
-        self.in_flight.fetch_add(1, Ordering::AcqRel);
-    }
+/// A frame a worker is on (see [`Board::take_frame`]).
+pub(super) struct TakenFrame<'b, 'j> {
+    board: &'b Board<'j>,
+}
 
-    /// A worker is done with its frame.
-    pub(super) fn frame_done(&self) {
-        self.in_flight.fetch_sub(1, Ordering::AcqRel);
+impl Drop for TakenFrame<'_, '_> {
+    fn drop(&mut self) {
+        self.board.in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl<'j> Board<'j> {
+    /// A worker took a frame: it counts as in flight until the guard is dropped, however the
+    /// frame ends (a panic included), so that helpers never wait for a frame nobody is on.
+    pub(super) fn take_frame(&self) -> TakenFrame<'_, 'j> {
+        self.in_flight.fetch_add(1, Ordering::AcqRel);
+        TakenFrame { board: self }
     }
 
     /// Whether some worker is still on a frame.
@@ -213,7 +221,7 @@ mod tests {
         assert!(alone.iter().all(|(boxes, _, _)| !boxes.is_empty()));
 
         let board = Board::default();
-        board.frame_taken();
+        let taken = board.take_frame();
         let runs = board.share(&detectors, cloud.clone(), None);
         // An idle worker takes every run before the owner gets to its frame.
         std::thread::scope(|s| {
@@ -221,7 +229,8 @@ mod tests {
         });
         assert!(!board.help(), "nothing is left to take");
         let (back, results) = board.finish(runs);
-        board.frame_done();
+        assert!(board.busy());
+        drop(taken);
         assert!(!board.busy());
         assert_eq!(back, cloud, "the owner gets its points back");
         assert_eq!(results.len(), 3);

@@ -213,13 +213,17 @@ impl TfRecordReader {
 
     /// Reads a record's data into this thread's buffer, checks its CRC and hands `use_data` the
     /// data, or the damage detail.
+    /// A read from inside `use_data` on the same thread gets a buffer of its own.
     fn with_data<R>(&self, span: &RecordSpan, use_data: impl FnOnce(Result<&[u8], String>) -> R) -> R {
-        RECORD_BUFFER.with_borrow_mut(|buf| {
-            let result = use_data(self.read_data(span, buf));
-            if buf.capacity() > KEPT_BUFFER_BYTES {
-                *buf = Vec::new();
+        RECORD_BUFFER.with(|cell| match cell.try_borrow_mut() {
+            Ok(mut buf) => {
+                let result = use_data(self.read_data(span, &mut buf));
+                if buf.capacity() > KEPT_BUFFER_BYTES {
+                    *buf = Vec::new();
+                }
+                result
             }
-            result
+            Err(_) => use_data(self.read_data(span, &mut Vec::new())),
         })
     }
 
@@ -398,6 +402,29 @@ impl<W: Write> TfRecordWriter<W> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_read_inside_a_read_gets_its_own_buffer() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("two.tfrecord");
+        let mut w = TfRecordWriter::create(&path).unwrap();
+        w.write_record(b"first record").unwrap();
+        w.write_record(b"second").unwrap();
+        w.finish().unwrap();
+        let reader = TfRecordReader::open(&path, OnCorrupt::Fail).unwrap();
+        let (outer, inner) = reader
+            .with_record(0, |a| {
+                let inner = reader.with_record(1, <[u8]>::to_vec).unwrap();
+                (a.to_vec(), inner)
+            })
+            .unwrap();
+        assert_eq!(
+            (outer.as_slice(), inner.as_slice()),
+            (&b"first record"[..], &b"second"[..])
+        );
+        // The thread's buffer is longer than the next record now: only the record comes back.
+        assert_eq!(reader.read(1).unwrap(), b"second");
+    }
 
     #[test]
     fn crc32c_and_mask_match_known_values() {
