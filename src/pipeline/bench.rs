@@ -3,8 +3,9 @@
 //! sweeps, each detector given the points the pipeline gave it (sensor or normalized frame), with
 //! the same threads, and sums the time spent inside their ONNX sessions; the limit is that sum
 //! spread over the threads. The detectors-only boxes are compared with the run's
-//! `detections.parquet`, which shows that both runs fed the networks the same tensors. The ratio says how much boxlayer's own stages (reading,
-//! pillars, decoding, fusion, tracking, box rows, Parquet) add to the networks.
+//! `detections.parquet`, which shows that both runs fed the networks the same tensors. The ratio
+//! says how much boxlayer's own stages (reading, pillars, decoding, fusion, tracking, box rows,
+//! Parquet) add to the networks.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
