@@ -387,3 +387,67 @@ fn ground_truth_velocity_is_the_world_velocity_seen_from_the_sensor() {
     }
     assert!(moving > 0, "the scene has moving actors");
 }
+
+#[test]
+fn a_drone_that_takes_off_rests_on_a_clear_pad_tilted_with_the_slope_then_climbs_into_its_band() {
+    let mut c = config(120);
+    c.terrain.kind = TerrainKind::Sloped;
+    c.terrain.slope_deg = 5.0;
+    c.drone.min_altitude_m = 8.0;
+    c.drone.max_altitude_m = 20.0;
+    c.drone.takeoff_s = 6.0;
+    c.drone.ground_wait_s = 2.0;
+    c.drone.rest_sensor_height_m = 0.35;
+    let sim = Simulator::new(c.clone(), Platform::Drone, 5).unwrap();
+    let mount = nalgebra::UnitQuaternion::from_axis_angle(&nalgebra::Vector3::y_axis(), 40f64.to_radians());
+    let at = |s: f64| sim.world_from_sensor_at(c.start_time_micros + (s * 1e6).round() as i64);
+    let start = at(0.0).translation.vector;
+    // Resting for 2 s: the sensor 0.35 m above the slope, not moving, the body's up 5° from
+    // gravity (the terrain's normal).
+    for k in 0..=20 {
+        let pose = at(k as f64 * 0.1);
+        let p = pose.translation.vector;
+        assert_abs_diff_eq!(p.z - sim.ground_height(p.x, p.y), 0.35, epsilon = 1e-9);
+        assert_abs_diff_eq!((p - start).norm(), 0.0, epsilon = 1e-9);
+        let body_up = pose.rotation * mount.inverse() * nalgebra::Vector3::z();
+        assert_abs_diff_eq!(body_up.angle(&nalgebra::Vector3::z()).to_degrees(), 5.0, epsilon = 0.05);
+    }
+    // At rest the accelerometer reads gravity alone, along the sensor's up.
+    let samples = sim.imu_samples(c.start_time_micros + 200_000, c.start_time_micros + 1_800_000);
+    let finite: Vec<_> = samples.iter().filter(|s| s.accel_mps2.x.is_finite()).collect();
+    let mean = finite.iter().map(|s| s.accel_mps2).sum::<nalgebra::Vector3<f64>>() / finite.len() as f64;
+    let up_in_sensor = at(1.0).rotation.inverse() * nalgebra::Vector3::z();
+    assert_abs_diff_eq!(mean, up_in_sensor * GRAVITY_MPS2, epsilon = 0.01);
+    // The pad is clear: the first sweep's returns within 3 m of the point under the sensor are
+    // the ground's.
+    let sweep = sim.sweep(0).unwrap();
+    let mut near = 0;
+    for q in sim.sweep_points(&sweep) {
+        let w = sweep.world_from_sensor * q.position;
+        if (w.coords.xy() - start.xy()).norm() < 3.0 {
+            near += 1;
+            assert!(
+                (w.z - sim.ground_height(w.x, w.y)).abs() < 0.1,
+                "a return above the pad: {w:?}"
+            );
+        }
+    }
+    assert!(near > 100, "the resting sensor sees the pad: {near} returns");
+    // Climbing, then flying: height rises monotonically through the climb and stays in the band.
+    let height = |s: f64| {
+        let p = at(s).translation.vector;
+        p.z - sim.ground_height(p.x, p.y)
+    };
+    assert!(
+        height(3.0) > 0.35 && height(5.0) > height(3.0),
+        "{} {}",
+        height(3.0),
+        height(5.0)
+    );
+    for k in 80..120 {
+        let h = height(k as f64 * 0.1);
+        assert!((8.0..=20.0).contains(&h), "flight height {h} at {k}");
+    }
+    // It leaves the pad along its route once airborne.
+    assert!((at(11.0).translation.vector - start).xy().norm() > 5.0);
+}

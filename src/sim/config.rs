@@ -160,11 +160,21 @@ pub struct DroneConfig {
     pub wobble_deg: f64,
     /// Slow yaw rate on top of the flight heading (degrees/s; default 4).
     pub yaw_rate_dps: f64,
-    /// Nose-up tilt at the first sweep, as if taking off from a slope (degrees; default 0); it
-    /// fades out over `start_tilt_s`. The terrain is not changed.
+    /// Nose-up tilt at the first sweep beyond the terrain's, as if taking off from a tilted pad
+    /// (degrees; default 0): in flight it fades out over `start_tilt_s`; with `takeoff_s` it is
+    /// held on the ground and gone once airborne.
     pub start_tilt_deg: f64,
-    /// How long the start tilt takes to fade out (s; default 3).
+    /// How long the start tilt takes to fade out when the log starts in flight (s; default 3).
     pub start_tilt_s: f64,
+    /// Climb from the ground to the flight height (s; default 0: the log starts in flight). With
+    /// it the log starts on the ground, as M3ED's flights do (their poses are relative to the
+    /// take-off pose): the drone rests on the terrain, tilted with it, for `ground_wait_s`, then
+    /// rises while it speeds up along its route.
+    pub takeoff_s: f64,
+    /// How long the drone rests on the ground before it climbs (s; default 2; with `takeoff_s`).
+    pub ground_wait_s: f64,
+    /// The LiDAR's height above the ground while the drone rests on it (m; default 0.35).
+    pub rest_sensor_height_m: f64,
 }
 
 impl Default for DroneConfig {
@@ -178,6 +188,9 @@ impl Default for DroneConfig {
             yaw_rate_dps: 4.0,
             start_tilt_deg: 0.0,
             start_tilt_s: 3.0,
+            takeoff_s: 0.0,
+            ground_wait_s: 2.0,
+            rest_sensor_height_m: 0.35,
         }
     }
 }
@@ -343,6 +356,9 @@ impl SimConfig {
             b("drone.yaw_rate_dps", d.yaw_rate_dps, -360.0, 360.0),
             b("drone.start_tilt_deg", d.start_tilt_deg, -45.0, 45.0),
             b("drone.start_tilt_s", d.start_tilt_s, 0.1, 600.0),
+            b("drone.takeoff_s", d.takeoff_s, 0.0, 600.0),
+            b("drone.ground_wait_s", d.ground_wait_s, 0.0, 600.0),
+            b("drone.rest_sensor_height_m", d.rest_sensor_height_m, 0.05, 5.0),
             b("quadruped.speed_mps", q.speed_mps, 0.0, 10.0),
             b("quadruped.sensor_height_m", q.sensor_height_m, 0.05, 10.0),
             b("quadruped.gait_frequency_hz", q.gait_frequency_hz, 0.0, 20.0),

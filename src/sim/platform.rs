@@ -33,6 +33,16 @@ fn smoothstep(u: f64) -> f64 {
     u * u * (3.0 - 2.0 * u)
 }
 
+/// A take-off's progress at time `t` (s) after resting `wait_s` and climbing for `climb_s`: the
+/// lift (0 on the ground, 1 in flight, a smoothstep between) and the flight's own clock, the
+/// integral of the lift (so the route's speed ramps up with it; `t − wait_s − climb_s / 2` once
+/// airborne).
+fn takeoff_clock(wait_s: f64, climb_s: f64, t: f64) -> (f64, f64) {
+    let u = ((t - wait_s) / climb_s).clamp(0.0, 1.0);
+    let flight = climb_s * (u * u * u - 0.5 * u * u * u * u) + (t - wait_s - climb_s).max(0.0);
+    (smoothstep(u), flight)
+}
+
 /// How the platform body moves through the world.
 #[derive(Debug, Clone)]
 pub(crate) enum PlatformMotion {
@@ -86,16 +96,38 @@ impl PlatformMotion {
                 phase,
                 altitude_period_s,
             } => {
-                let p = path.pose_at(profile.distance(t));
-                let ground = terrain.height(p.xy.x, p.xy.y);
-                let alt = Self::drone_altitude(config, t, *phase, *altitude_period_s);
                 let w = config.wobble_deg.to_radians();
-                let roll = w * wobble(t, 0.23, 0.71, *phase);
-                // Nose up is negative pitch; the start tilt fades out by a smoothstep.
-                let fade = 1.0 - smoothstep(t / config.start_tilt_s);
-                let pitch = w * wobble(t, 0.19, 0.57, *phase + 1.3) - config.start_tilt_deg.to_radians() * fade;
-                let yaw = yaw0 + config.yaw_rate_dps.to_radians() * t + 0.05 * (0.3 * t + phase).sin();
-                pose(Vector3::new(p.xy.x, p.xy.y, ground + alt), yaw, pitch, roll)
+                let start_tilt = config.start_tilt_deg.to_radians();
+                if config.takeoff_s <= 0.0 {
+                    let p = path.pose_at(profile.distance(t));
+                    let ground = terrain.height(p.xy.x, p.xy.y);
+                    let alt = Self::drone_altitude(config, t, *phase, *altitude_period_s);
+                    let roll = w * wobble(t, 0.23, 0.71, *phase);
+                    // Nose up is negative pitch; the start tilt fades out by a smoothstep.
+                    let fade = 1.0 - smoothstep(t / config.start_tilt_s);
+                    let pitch = w * wobble(t, 0.19, 0.57, *phase + 1.3) - start_tilt * fade;
+                    let yaw = yaw0 + config.yaw_rate_dps.to_radians() * t + 0.05 * (0.3 * t + phase).sin();
+                    return pose(Vector3::new(p.xy.x, p.xy.y, ground + alt), yaw, pitch, roll);
+                }
+                // A take-off: `lift` rises from 0 (resting) to 1 (flying); the route and the
+                // flight's own clock run at `lift` times real time, so the drone leaves its pad
+                // vertically and reaches cruise speed with the flight height.
+                let (lift, flight_t) = takeoff_clock(config.ground_wait_s, config.takeoff_s, t);
+                let p = path.pose_at(profile.distance(flight_t));
+                let ground = terrain.height(p.xy.x, p.xy.y);
+                let flying = Self::drone_altitude(config, flight_t, *phase, *altitude_period_s);
+                let rest = config.rest_sensor_height_m;
+                let yaw = yaw0 + config.yaw_rate_dps.to_radians() * flight_t + 0.05 * (0.3 * flight_t + phase).sin();
+                // On the ground the body lies on the terrain (and the pad's extra nose-up tilt).
+                let (ground_pitch, ground_roll) = terrain_tilt(terrain, &p.xy, yaw);
+                let roll = lift * w * wobble(t, 0.23, 0.71, *phase) + (1.0 - lift) * ground_roll;
+                let pitch = lift * w * wobble(t, 0.19, 0.57, *phase + 1.3) + (1.0 - lift) * (ground_pitch - start_tilt);
+                pose(
+                    Vector3::new(p.xy.x, p.xy.y, ground + rest + (flying - rest) * lift),
+                    yaw,
+                    pitch,
+                    roll,
+                )
             }
             PlatformMotion::Quadruped {
                 path,
@@ -165,4 +197,27 @@ pub(crate) fn ideal_imu(world_from_frame: impl Fn(f64) -> Isometry3<f64>, t: f64
     let delta = before.rotation.inverse() * after.rotation;
     let gyro = delta.scaled_axis() / (2.0 * h);
     (specific, gyro)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::takeoff_clock;
+
+    #[test]
+    fn the_flight_clock_runs_at_the_lift_and_lags_half_the_climb() {
+        let (wait, climb) = (2.0, 6.0);
+        assert_eq!(takeoff_clock(wait, climb, 0.0), (0.0, 0.0));
+        assert_eq!(takeoff_clock(wait, climb, 2.0), (0.0, 0.0));
+        // Half-way: lift 0.5; the clock is ∫ of 3u² − 2u³ over [0, ½] times 6 s = 6·(1/8 − 1/32).
+        let (lift, clock) = takeoff_clock(wait, climb, 5.0);
+        assert!((lift - 0.5).abs() < 1e-12 && (clock - 6.0 * (0.125 - 0.03125)).abs() < 1e-12);
+        let (lift, clock) = takeoff_clock(wait, climb, 20.0);
+        assert!((lift - 1.0).abs() < 1e-12 && (clock - (20.0 - 2.0 - 3.0)).abs() < 1e-12);
+        for k in 1..120 {
+            let t = k as f64 * 0.1;
+            let h = 1e-5;
+            let rate = (takeoff_clock(wait, climb, t + h).1 - takeoff_clock(wait, climb, t - h).1) / (2.0 * h);
+            assert!((rate - takeoff_clock(wait, climb, t).0).abs() < 1e-6, "t {t}: {rate}");
+        }
+    }
 }

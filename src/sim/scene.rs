@@ -154,6 +154,20 @@ pub(crate) struct Scene {
     pub objects: Vec<SceneObject>,
 }
 
+impl Scene {
+    /// Drops the static objects that could reach within `radius_m` of `xy` (a take-off pad).
+    pub(crate) fn clear_around(&mut self, xy: Vector2<f64>, radius_m: f64) {
+        self.objects.retain(|o| match &o.motion {
+            Motion::Static(p) => {
+                let b = &o.shape.local_box;
+                let centre = p * nalgebra::Point3::new(b.x, b.y, b.z);
+                (centre.coords.xy() - xy).norm() > radius_m + o.shape.bounding_radius
+            }
+            Motion::Route { .. } => true,
+        });
+    }
+}
+
 /// Turn choice at an intersection: −1 right, 0 straight, +1 left.
 fn choose_turn(rng: &mut impl rand::Rng) -> i32 {
     let u: f64 = rng.random();

@@ -279,6 +279,9 @@ fn drone_route(start: Vector2<f64>, duration_s: f64, speed: f64, rng: &mut impl 
     Path::from_corners(&corners, 10.0)
 }
 
+/// Radius around a take-off point kept free of static objects (m).
+const TAKEOFF_PAD_RADIUS_M: f64 = 4.0;
+
 /// Where the drone route starts: the middle of the first block.
 fn drone_start(pitch: f64) -> Vector2<f64> {
     Vector2::repeat(0.5 * pitch)
@@ -438,7 +441,12 @@ impl Simulator {
         };
         // Like M3ED's penno_parking flights, the drone takes off over a parking lot.
         let parking_at = (platform == Platform::Drone).then(|| drone_start(pitch));
-        let scene = build_scene(&config, terrain, region, duration_s, parking_at, &mut rng);
+        // A drone that takes off rests on a clear pad.
+        let pad = (platform == Platform::Drone && config.drone.takeoff_s > 0.0).then(|| drone_start(pitch));
+        let mut scene = build_scene(&config, terrain, region, duration_s, parking_at, &mut rng);
+        if let Some(at) = pad {
+            scene.clear_around(at, TAKEOFF_PAD_RADIUS_M);
+        }
         let rays_in_lidar = match &calibration {
             LidarCalibration::Top(c) => (0..TOP_COLUMNS)
                 .flat_map(|w| (0..TOP_ROWS).map(move |row| (Point3::origin(), c.direction_in_lidar(row, w))))
