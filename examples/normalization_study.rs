@@ -1,11 +1,12 @@
 //! The normalization study of `docs/normalization.md`: simulated drone and quadruped sequences
-//! (level and tilted starts, flat, rolling and sloped terrain) written as M3ED files, read back
+//! (drones taking off from the ground or logged from mid-flight, level and tilted starts, flat,
+//! rolling and sloped terrain) written as M3ED files, read back
 //! through `M3edSource`, and normalized with each gravity estimator; prints the residual tilt
 //! against the simulator's gravity (median, p95, max per estimator and scenario) and the ground
 //! rule's sensor-height error, as Markdown.
 //!
 //! ```sh
-//! cargo run --release --example normalization_study -- --frames 100 --seeds 1,2,3
+//! cargo run --release --example normalization_study -- --frames 250 --seeds 1,2,3
 //! ```
 
 use anyhow::{Context, Result};
@@ -31,7 +32,40 @@ struct Args {
     /// Only the scenarios whose name contains this.
     #[arg(long)]
     only: Option<String>,
+    /// Sweeps taken in an instant (`rolling_shutter = false`): no motion blur within a sweep.
+    #[arg(long)]
+    global_shutter: bool,
 }
+
+/// How a drone's log starts.
+#[derive(Clone, Copy)]
+struct Start {
+    /// Nose-up tilt at the first sweep beyond the terrain's (degrees).
+    tilt_deg: f64,
+    /// The climb from the ground (s; 0: the log starts in flight).
+    takeoff_s: f64,
+}
+
+/// The drones' climb from the ground in the take-off scenarios (s), after resting 2 s.
+const CLIMB_S: f64 = 6.0;
+const TAKES_OFF: Start = Start {
+    tilt_deg: 0.0,
+    takeoff_s: CLIMB_S,
+};
+const TAKES_OFF_TILTED: Start = Start {
+    tilt_deg: 5.0,
+    takeoff_s: CLIMB_S,
+};
+const IN_FLIGHT: Start = Start {
+    tilt_deg: 0.0,
+    takeoff_s: 0.0,
+};
+const IN_FLIGHT_TILTED: Start = Start {
+    tilt_deg: 5.0,
+    takeoff_s: 0.0,
+};
+/// A quadruped's (the drone's options do not apply).
+const WALKING: Start = IN_FLIGHT;
 
 /// One simulated situation.
 struct Scenario {
@@ -39,7 +73,7 @@ struct Scenario {
     platform: Platform,
     terrain: TerrainKind,
     slope_deg: f64,
-    start_tilt_deg: f64,
+    start: Start,
     /// The drone's LiDAR mount, pitched down (degrees; the simulator's default is 40).
     mount_pitch_deg: f64,
     /// The profile's ground reach, where it differs from the shipped profile's (m).
@@ -51,7 +85,7 @@ const fn scenario(
     platform: Platform,
     terrain: TerrainKind,
     slope_deg: f64,
-    start_tilt_deg: f64,
+    start: Start,
     mount_pitch_deg: f64,
     ground_reach_m: Option<f64>,
 ) -> Scenario {
@@ -60,25 +94,29 @@ const fn scenario(
         platform,
         terrain,
         slope_deg,
-        start_tilt_deg,
+        start,
         mount_pitch_deg,
         ground_reach_m,
     }
 }
 
 #[rustfmt::skip]
-const SCENARIOS: [Scenario; 8] = [
-    scenario("drone, rolling, level start", Platform::Drone, TerrainKind::Rolling, 0.0, 0.0, 40.0, None),
-    scenario("drone, rolling, takes off 5° nose up", Platform::Drone, TerrainKind::Rolling, 0.0, 5.0, 40.0, None),
-    scenario("drone, level LiDAR mount, takes off 5° nose up", Platform::Drone, TerrainKind::Rolling, 0.0, 5.0, 0.0, None),
+const SCENARIOS: [Scenario; 12] = [
+    scenario("drone, rolling, takes off level", Platform::Drone, TerrainKind::Rolling, 0.0, TAKES_OFF, 40.0, None),
+    scenario("drone, rolling, takes off from a pad 5° nose up", Platform::Drone, TerrainKind::Rolling, 0.0, TAKES_OFF_TILTED, 40.0, None),
+    scenario("drone, 5° slope, takes off from it", Platform::Drone, TerrainKind::Sloped, 5.0, TAKES_OFF, 40.0, None),
+    scenario("drone, flat, takes off level", Platform::Drone, TerrainKind::Flat, 0.0, TAKES_OFF, 40.0, None),
+    scenario("drone, level LiDAR mount, takes off from a pad 5° nose up", Platform::Drone, TerrainKind::Rolling, 0.0, TAKES_OFF_TILTED, 0.0, None),
     scenario(
-        "drone, level LiDAR mount, takes off 5° nose up, own profile (mount 0°, ground reach 150 m)",
-        Platform::Drone, TerrainKind::Rolling, 0.0, 5.0, 0.0, Some(150.0),
+        "drone, level LiDAR mount, takes off from a pad 5° nose up, own profile (mount 0°, ground reach 150 m)",
+        Platform::Drone, TerrainKind::Rolling, 0.0, TAKES_OFF_TILTED, 0.0, Some(150.0),
     ),
-    scenario("drone, flat", Platform::Drone, TerrainKind::Flat, 0.0, 0.0, 40.0, None),
-    scenario("quadruped, rolling", Platform::Quadruped, TerrainKind::Rolling, 0.0, 0.0, 0.0, None),
-    scenario("quadruped, 5° slope (starts on it)", Platform::Quadruped, TerrainKind::Sloped, 5.0, 0.0, 0.0, None),
-    scenario("quadruped, flat", Platform::Quadruped, TerrainKind::Flat, 0.0, 0.0, 0.0, None),
+    scenario("drone, rolling, log starts in flight", Platform::Drone, TerrainKind::Rolling, 0.0, IN_FLIGHT, 40.0, None),
+    scenario("drone, rolling, log starts in flight 5° nose up", Platform::Drone, TerrainKind::Rolling, 0.0, IN_FLIGHT_TILTED, 40.0, None),
+    scenario("drone, flat, log starts in flight", Platform::Drone, TerrainKind::Flat, 0.0, IN_FLIGHT, 40.0, None),
+    scenario("quadruped, rolling", Platform::Quadruped, TerrainKind::Rolling, 0.0, WALKING, 0.0, None),
+    scenario("quadruped, 5° slope (starts on it)", Platform::Quadruped, TerrainKind::Sloped, 5.0, WALKING, 0.0, None),
+    scenario("quadruped, flat", Platform::Quadruped, TerrainKind::Flat, 0.0, WALKING, 0.0, None),
 ];
 
 const METHODS: [GravityMethod; 4] = [
@@ -91,8 +129,10 @@ const METHODS: [GravityMethod; 4] = [
 /// Where a frame's sensor height came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Height {
-    /// Ground samples seen under the sensor.
+    /// Ground samples seen under the sensor, by the frames within the smoothing window.
     Seen,
+    /// Ground samples seen under the sensor by frames outside the window.
+    SeenEarlier,
     /// The sweep's own plane, extrapolated.
     Extrapolated,
     /// No fit: carried from another frame, or the mounting height.
@@ -106,14 +146,16 @@ struct Run {
     inputs: Vec<FrameInputs>,
 }
 
-fn simulate(s: &Scenario, seed: u64, frames: usize, profile: &Profile, dir: &std::path::Path) -> Result<Run> {
+fn simulate(s: &Scenario, args: &Args, seed: u64, profile: &Profile, dir: &std::path::Path) -> Result<Run> {
     let mut config = SimConfig {
-        frames,
+        frames: args.frames,
+        rolling_shutter: !args.global_shutter,
         ..SimConfig::default()
     };
     config.terrain.kind = s.terrain;
     config.terrain.slope_deg = s.slope_deg;
-    config.drone.start_tilt_deg = s.start_tilt_deg;
+    config.drone.start_tilt_deg = s.start.tilt_deg;
+    config.drone.takeoff_s = s.start.takeoff_s;
     config.drone.sensor_pitch_down_deg = s.mount_pitch_deg;
     let sim = Simulator::new(config, s.platform, seed)?;
     let prefix = if s.platform == Platform::Drone {
@@ -122,7 +164,7 @@ fn simulate(s: &Scenario, seed: u64, frames: usize, profile: &Profile, dir: &std
         "spot"
     };
     let name = format!("{prefix}_study_{seed}");
-    write_m3ed_sequence(&sim, frames, dir, &name)?;
+    write_m3ed_sequence(&sim, args.frames, dir, &name)?;
     let source = M3edSource::open(&dir.join(format!("{name}_data.h5")), M3edConfig::default())?;
     let mut run = Run {
         truth_up: Vec::new(),
@@ -173,9 +215,7 @@ fn main() -> Result<()> {
         let runs: Vec<Run> = args
             .seeds
             .iter()
-            .map(|&seed| {
-                simulate(s, seed, args.frames, &base, dir.path()).with_context(|| format!("{} seed {seed}", s.name))
-            })
+            .map(|&seed| simulate(s, &args, seed, &base, dir.path()).with_context(|| format!("{} seed {seed}", s.name)))
             .collect::<Result<_>>()?;
         for method in METHODS {
             let mut profile = base.clone();
@@ -196,6 +236,12 @@ fn main() -> Result<()> {
                         .filter_map(|(n, h)| {
                             let how = if n.notes.iter().any(|m| m == EXTRAPOLATED_HEIGHT) {
                                 Height::Extrapolated
+                            } else if n
+                                .notes
+                                .iter()
+                                .any(|m| m.starts_with("ground under the sensor last seen"))
+                            {
+                                Height::SeenEarlier
                             } else if n.notes.iter().any(|m| m.starts_with("no ground fit")) {
                                 Height::Fallback
                             } else {
@@ -225,6 +271,7 @@ fn main() -> Result<()> {
         for (label, pick) in [
             ("all frames", None),
             ("seen under the sensor", Some(Height::Seen)),
+            ("seen under the sensor, outside the window", Some(Height::SeenEarlier)),
             ("extrapolated plane", Some(Height::Extrapolated)),
             ("no ground fit (carried or mounting)", Some(Height::Fallback)),
         ] {

@@ -466,6 +466,11 @@ const UNDER_SENSOR_RADIUS_M: f64 = 3.0;
 pub const EXTRAPOLATED_HEIGHT: &str =
     "ground under the sensor not seen: height extrapolated from the sweep's nearest ground";
 
+/// Farthest a frame outside the smoothing window may have seen the ground under the sensor from
+/// for its samples to count (m): farther returns are blurred by the sweep's own motion (M3ED
+/// sweeps are not de-skewed).
+const OUTSIDE_MAX_RANGE_M: f64 = 15.0;
+
 /// Fewest ground samples under the sensor for a height from them.
 const MIN_SAMPLES_UNDER: usize = 3;
 
@@ -509,7 +514,8 @@ fn local_height(fit: &GroundFit, up: &Unit<Vector3<f64>>) -> Option<f64> {
 
 /// The sensor's height above the ground along each frame's up: with a pose, the median height
 /// over the ground samples of the segment's frames within the smoothing window that lie within
-/// 3 m of the point under the sensor (a drone flies over ground it saw ahead of it); else the
+/// 3 m of the point under the sensor (a drone flies over ground it saw ahead of it), or of the
+/// frames nearest in time outside the window that saw it from within 15 m (with a note); else the
 /// frame's own plane along up; else carried from the nearest fitted frame by the pose's rise.
 fn sensor_heights(
     frames: &[FrameInputs],
@@ -531,25 +537,48 @@ fn sensor_heights(
         return own;
     }
     let window = (profile.gravity.smoothing_s * 1e6) as i64;
+    // Heights above frame j's ground samples seen from within `max_range` that lie within the
+    // radius of the point under frame i's sensor.
+    let heights_under = |j: usize, pi: &Isometry3<f64>, up_world: &Vector3<f64>, max_range: f64, out: &mut Vec<f64>| {
+        let (Some(pj), Some(fit)) = (&frames[j].world_from_sensor, &frames[j].ground) else {
+            return;
+        };
+        for q in &fit.samples {
+            let v = nalgebra::Point3::new(f64::from(q[0]), f64::from(q[1]), f64::from(q[2]));
+            if v.coords.norm() > max_range {
+                continue;
+            }
+            let d = (pj * v).coords - pi.translation.vector;
+            let h = -up_world.dot(&d);
+            if d.norm_squared() - h * h < UNDER_SENSOR_RADIUS_M * UNDER_SENSOR_RADIUS_M {
+                out.push(h);
+            }
+        }
+    };
     let under: Vec<Option<f64>> = (0..frames.len())
         .map(|i| {
             let pi = frames[i].world_from_sensor.as_ref()?;
             let up_world = pi.rotation * ups[i].0.up.into_inner();
+            let dt = |j: usize| (frames[j].timestamp_micros - frames[i].timestamp_micros).abs();
             let mut heights: Vec<f64> = Vec::new();
-            for j in 0..frames.len() {
-                if segment[j] != segment[i] || (frames[j].timestamp_micros - frames[i].timestamp_micros).abs() > window
-                {
-                    continue;
-                }
-                let (Some(pj), Some(fit)) = (&frames[j].world_from_sensor, &frames[j].ground) else {
-                    continue;
-                };
-                for q in &fit.samples {
-                    let w = pj * nalgebra::Point3::new(f64::from(q[0]), f64::from(q[1]), f64::from(q[2]));
-                    let d = w.coords - pi.translation.vector;
-                    let h = -up_world.dot(&d);
-                    if d.norm_squared() - h * h < UNDER_SENSOR_RADIUS_M * UNDER_SENSOR_RADIUS_M {
-                        heights.push(h);
+            for j in (0..frames.len()).filter(|&j| segment[j] == segment[i] && dt(j) <= window) {
+                heights_under(j, pi, &up_world, f64::INFINITY, &mut heights);
+            }
+            if heights.len() < MIN_SAMPLES_UNDER {
+                // Ground seen from near by outside the window (a drone hovering over the pad it
+                // took off from): the frames nearest in time that saw it.
+                let mut outside: Vec<usize> = (0..frames.len())
+                    .filter(|&j| segment[j] == segment[i] && dt(j) > window)
+                    .collect();
+                outside.sort_by_key(|&j| dt(j));
+                for j in outside {
+                    heights_under(j, pi, &up_world, OUTSIDE_MAX_RANGE_M, &mut heights);
+                    if heights.len() >= MIN_SAMPLES_UNDER {
+                        notes[i].push(format!(
+                            "ground under the sensor last seen {:.1} s away (frame {j})",
+                            dt(j) as f64 * 1e-6
+                        ));
+                        break;
                     }
                 }
             }
@@ -795,5 +824,73 @@ mod tests {
             out[3].altitude_offset_m
         );
         assert!(out[3].notes.iter().any(|m| m == EXTRAPOLATED_HEIGHT));
+    }
+
+    #[test]
+    fn a_hovering_drone_takes_its_height_from_the_pad_it_saw_before_the_window() {
+        // Level and at rest on flat ground (z = 0) for 2 s, sensor 0.35 m up, seeing its pad;
+        // then it climbs to 20 m by 8 s and hovers there for 22 s, seeing only a ramp that rises
+        // 5 cm per metre from 10 m ahead (whose plane, extrapolated, would put it 20.5 m up).
+        let height = |i: usize| 0.35 + (20.0 - 0.35) * ((i as f64 - 20.0) / 60.0).clamp(0.0, 1.0);
+        let frames: Vec<FrameInputs> = (0..300)
+            .map(|i| {
+                let h = height(i);
+                let samples: Vec<[f32; 3]> = if i < 20 {
+                    (-2..=2)
+                        .flat_map(|x| (-2..=2).map(move |y| [x as f32, y as f32, -h as f32]))
+                        .collect()
+                } else {
+                    (0..13)
+                        .flat_map(|k| (-2..=2).map(move |j| (15.0 + 2.0 * k as f64, 4.0 * j as f64)))
+                        .map(|(x, y)| [x as f32, y as f32, (-h + 0.05 * (x - 10.0)) as f32])
+                        .collect()
+                };
+                let t0 = i as i64 * 100_000;
+                let imu: Vec<ImuSample> = (0..40)
+                    .map(|k| ImuSample {
+                        timestamp_micros: t0 + k * 2500,
+                        accel_mps2: Vector3::z() * 9.80665,
+                        gyro_radps: Vector3::zeros(),
+                    })
+                    .collect();
+                FrameInputs {
+                    timestamp_micros: t0,
+                    world_from_sensor: Some(Isometry3::translation(0.0, 0.0, h - 0.35)),
+                    imu: super::sweep_specific_force(&imu),
+                    ground: Some(GroundFit {
+                        up: UpEstimate::new(Vector3::z_axis(), 0.01, GravityMethod::Ground),
+                        height_m: h,
+                        inliers: samples.len(),
+                        candidates: samples.len(),
+                        rms_m: 0.0,
+                        samples,
+                    }),
+                    notes: Vec::new(),
+                }
+            })
+            .collect();
+        let mut p = Profile::load("m3ed_drone").unwrap().profile;
+        p.mounting.pitch_down_deg = 0.0;
+        assert_eq!(p.gravity.smoothing_s, 10.0);
+        let out = normalize_sequence(&frames, &p);
+        for (i, n) in out.iter().enumerate() {
+            let h = n.sensor_height_m.unwrap();
+            assert!((h - height(i)).abs() < 1e-4, "frame {i}: {h} against {}", height(i));
+        }
+        // Within 10 s of the pad frames, the window holds them; past it, the note says where from.
+        assert!(
+            !out[100]
+                .notes
+                .iter()
+                .any(|m| m.starts_with("ground under the sensor last seen"))
+        );
+        assert!(
+            out[290]
+                .notes
+                .iter()
+                .any(|m| m == "ground under the sensor last seen 27.1 s away (frame 19)"),
+            "{:?}",
+            out[290].notes
+        );
     }
 }
