@@ -73,9 +73,9 @@ fn sweep(k: usize) -> Frame {
     }
 }
 
-/// The chunk codecs a ROS 2 bag comes with: zstd at the `zstd` library's default level 3 (what
-/// boxlayer writes) and at level 1 (the MCAP C++ writer's `Default`, which rosbag2 uses unless a
-/// preset says otherwise), LZ4, and none (rosbag2's `fastwrite` preset).
+/// The chunk codecs a ROS 2 bag comes with: zstd at level 1 (the MCAP C++ writer's `Default`,
+/// which rosbag2 records with unless a preset says otherwise, and what boxlayer writes) and at the
+/// `zstd` library's default level 3, LZ4, and none (rosbag2's `fastwrite` preset).
 const CODECS: [(&str, ChunkCompression, u32); 4] = [
     ("zstd3", ChunkCompression::Zstd, 3),
     ("zstd1", ChunkCompression::Zstd, 1),

@@ -548,8 +548,8 @@ enum ExportFormat {
         /// The frame points and boxes are written in.
         #[arg(long, value_enum, default_value_t = boxlayer::export::ExportFrame::Sensor)]
         frame: boxlayer::export::ExportFrame,
-        /// zstd level of the chunks (0 = the library default).
-        #[arg(long, default_value_t = 0)]
+        /// zstd level of the chunks (ROS 2's default, 1; 0 = the zstd library's default, 3).
+        #[arg(long, default_value_t = boxlayer::sources::mcap::ROS2_ZSTD_LEVEL)]
         compression_level: u32,
     },
 }

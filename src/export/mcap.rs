@@ -53,7 +53,7 @@ pub struct McapOptions {
     pub sequences: Vec<String>,
     /// Where the logs are.
     pub log: LogLocation,
-    /// zstd level of the chunks (0 = the library default).
+    /// zstd level of the chunks (0 = the `zstd` library's default, 3); default ROS 2's, 1.
     pub compression_level: u32,
 }
 
@@ -63,7 +63,7 @@ impl Default for McapOptions {
             frame: ExportFrame::Sensor,
             sequences: Vec::new(),
             log: LogLocation::DataRoot(PathBuf::from(".")),
-            compression_level: 0,
+            compression_level: crate::sources::mcap::ROS2_ZSTD_LEVEL,
         }
     }
 }

@@ -26,7 +26,7 @@ use crate::frame::{CameraAxes, CameraCalibration, CameraView, Frame, ImageData, 
 use crate::sources::layout::{Decoded, NonFinite};
 use crate::sources::{OnCorrupt, SequenceMeta, SkippedRecord, Source, SourceError};
 
-pub use write::{BagWriteError, BagWriteOptions, BagWriteSummary, ChunkCompression, write_bag};
+pub use write::{BagWriteError, BagWriteOptions, BagWriteSummary, ChunkCompression, ROS2_ZSTD_LEVEL, write_bag};
 
 /// The kind name used in errors.
 const KIND: &str = "MCAP";

@@ -79,9 +79,14 @@ pub struct BagWriteOptions {
     pub chunk_size: u64,
     /// How chunks are compressed; default zstd.
     pub compression: ChunkCompression,
-    /// zstd level (0 = the library default); ignored for the other codecs.
+    /// zstd level (0 = the `zstd` library's default, 3); default [`ROS2_ZSTD_LEVEL`]; ignored for
+    /// the other codecs.
     pub compression_level: u32,
 }
+
+/// The zstd level ROS 2 bags are recorded with: the MCAP C++ writer's `Default`, which rosbag2
+/// uses unless a preset says otherwise (it decompresses faster than level 3, for 10–15 % more bytes).
+pub const ROS2_ZSTD_LEVEL: u32 = 1;
 
 /// The codec of a bag's chunks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -110,7 +115,7 @@ impl Default for BagWriteOptions {
             raw_images: false,
             chunk_size: mcap::WriteOptions::DEFAULT_CHUNK_SIZE,
             compression: ChunkCompression::Zstd,
-            compression_level: 0,
+            compression_level: ROS2_ZSTD_LEVEL,
         }
     }
 }
