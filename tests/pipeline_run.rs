@@ -580,6 +580,66 @@ fn detections_given_as_json_lines_reproduce_the_detected_layer() {
 }
 
 #[test]
+fn the_review_queue_takes_the_boxes_with_a_flag_it_names_and_every_box_keeps_all_its_flags() {
+    let tmp = tempfile::tempdir().unwrap();
+    let log = simulate_log(Platform::Quadruped, FRAMES, 36, &tmp.path().join("logs")).unwrap();
+    // The simulator's boxes as one detector's, every fifth with a low score.
+    let mut text = String::new();
+    for (k, line) in std::fs::read_to_string(&log.truth).unwrap().lines().enumerate() {
+        let t: serde_json::Value = serde_json::from_str(line).unwrap();
+        let score = if k % 5 == 0 { 0.2 } else { 0.9 };
+        let d = serde_json::json!({
+            "sequence": t["sequence"], "frame": t["frame"], "box": t["box"], "class": t["class"], "score": score, "detector": "truth",
+        });
+        text.push_str(&format!("{d}\n"));
+    }
+    let detections = tmp.path().join("detections.jsonl");
+    std::fs::write(&detections, text).unwrap();
+    let run_with = |queue: Option<&[&str]>, out: &str| {
+        let mut config = PipelineConfig::load(&repo("pipelines/demo.toml")).unwrap();
+        if let Some(q) = queue {
+            config.config.review.queue = q.iter().map(|f| f.to_string()).collect();
+        }
+        let mut o = RunOptions {
+            input: Some(log.path.clone()),
+            platform: Some(Platform::Quadruped),
+            ..RunOptions::new(config, tmp.path().join(out))
+        };
+        o.detections = Some(detections.clone());
+        let dir = only_dir(&run(&o).unwrap());
+        let boxes = read_box_rows(&dir.join("boxes.parquet")).unwrap();
+        let review = read_box_rows(&dir.join("review.parquet")).unwrap();
+        (boxes, review)
+    };
+    let (all, all_review) = run_with(None, "all");
+    let queue = ["few_points", "class_conflict"];
+    let (some, some_review) = run_with(Some(&queue), "some");
+    assert_eq!(all.len(), some.len());
+    // The one-camera quadruped sees most boxes out of view: flagged by default, not in this queue.
+    let out_of_view_only = all.iter().filter(|r| r.flags == ["out_of_view"]).count();
+    assert!(out_of_view_only > 0, "no box flagged out_of_view alone");
+    let (mut flagged_all, mut flagged_some) = (0, 0);
+    for (a, s) in all.iter().zip(&some) {
+        assert_eq!((a.frame_index, a.box_id, &a.flags), (s.frame_index, s.box_id, &s.flags));
+        assert_eq!(a.review_status == "flagged", !a.flags.is_empty(), "{a:?}");
+        let queued = s.flags.iter().any(|f| queue.contains(&f.as_str()));
+        assert_eq!(s.review_status == "flagged", queued, "{s:?}");
+        flagged_all += usize::from(a.review_status == "flagged");
+        flagged_some += usize::from(s.review_status == "flagged");
+    }
+    assert!(
+        flagged_some > 0 && flagged_some + out_of_view_only <= flagged_all,
+        "{flagged_some} of {flagged_all}"
+    );
+    assert_eq!((all_review.len(), some_review.len()), (flagged_all, flagged_some));
+    assert!(
+        some_review
+            .iter()
+            .all(|r| r.flags.iter().any(|f| queue.contains(&f.as_str())))
+    );
+}
+
+#[test]
 fn normalize_reprofiles_a_finished_folder_and_with_the_log_reproduces_the_run() {
     let tmp = tempfile::tempdir().unwrap();
     let log = simulate_log(Platform::Quadruped, FRAMES, 41, &tmp.path().join("log")).unwrap();

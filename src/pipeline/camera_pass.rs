@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use rayon::prelude::*;
 
 use super::PipelineError;
-use super::config::CameraConfig;
+use super::config::{CameraConfig, ReviewConfig};
 use super::sequence::FrameContext;
 use crate::classify::{Classifier, NoVerdict, PixelRect, RgbClass, RgbVerdict};
 use crate::frame::ObjectClass;
@@ -23,6 +23,8 @@ pub(super) struct CameraCheck<'a> {
     pub(super) classifier: &'a Classifier,
     /// Views per track, occlusion limit, conflict score.
     pub(super) config: &'a CameraConfig,
+    /// Whether `class_conflict` puts a box in the review queue.
+    pub(super) review: &'a ReviewConfig,
 }
 
 /// Why a track got no verdict, in order of precedence (the first that applies is the note).
@@ -188,7 +190,7 @@ impl CameraCheck<'_> {
                         r.rgb_note = None;
                         if !agrees && f64::from(verdict.score) >= self.config.conflict_score {
                             r.flags.push("class_conflict".to_string());
-                            if r.review_status == "auto" {
+                            if r.review_status == "auto" && self.review.queues(&r.flags) {
                                 r.review_status = "flagged".to_string();
                             }
                         }

@@ -208,6 +208,27 @@ pub struct ReviewConfig {
     pub size_factor: f64,
     /// `occluded`: the best view's occlusion is at least this (0–1); default 0.7.
     pub max_occlusion: f64,
+    /// The flags that put a box in the review queue (`review_status` `flagged`, `review.parquet`);
+    /// default all of [`REVIEW_FLAGS`]. A box keeps every flag it has in `flags` either way.
+    pub queue: Vec<String>,
+}
+
+/// Every review flag, in the order a box row lists them.
+pub const REVIEW_FLAGS: [&str; 7] = [
+    "few_points",
+    "short_track",
+    "low_score",
+    "size_outlier",
+    "out_of_view",
+    "occluded",
+    "class_conflict",
+];
+
+impl ReviewConfig {
+    /// Whether a box with `flags` goes to the review queue.
+    pub fn queues(&self, flags: &[String]) -> bool {
+        flags.iter().any(|f| self.queue.contains(f))
+    }
 }
 
 impl Default for ReviewConfig {
@@ -218,6 +239,7 @@ impl Default for ReviewConfig {
             min_score: 0.3,
             size_factor: 2.0,
             max_occlusion: 0.7,
+            queue: REVIEW_FLAGS.iter().map(|f| f.to_string()).collect(),
         }
     }
 }
@@ -677,6 +699,12 @@ impl PipelineConfig {
                 format!("{} is not ≥ 1", r.size_factor),
             ));
         }
+        if let Some(f) = r.queue.iter().find(|f| !REVIEW_FLAGS.contains(&f.as_str())) {
+            return Err(invalid(
+                "review.queue".into(),
+                format!("`{f}` is not a review flag ({})", REVIEW_FLAGS.join(", ")),
+            ));
+        }
         if self.runtime.threads > 1024 {
             return Err(invalid(
                 "runtime.threads".into(),
@@ -721,6 +749,16 @@ mod tests {
         std::fs::write(&path, "origin = \"labels\"\n[outputs]\ncompression_level = 40\n").unwrap();
         let e = PipelineConfig::load(&path).unwrap_err().to_string();
         assert!(e.contains("p.toml") && e.contains("outputs.compression_level"), "{e}");
+        std::fs::write(
+            &path,
+            "origin = \"labels\"\n[review]\nqueue = [\"low_score\", \"lowscore\"]\n",
+        )
+        .unwrap();
+        let e = PipelineConfig::load(&path).unwrap_err().to_string();
+        assert!(
+            e.contains("p.toml") && e.contains("review.queue") && e.contains("`lowscore`"),
+            "{e}"
+        );
         std::fs::write(&path, "origin = \"labels\"\n[outputs]\ncompresion_level = 4\n").unwrap();
         let e = PipelineConfig::load(&path).unwrap_err().to_string();
         assert!(e.contains("p.toml") && e.contains("compresion_level"), "{e}");

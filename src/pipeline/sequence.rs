@@ -669,6 +669,7 @@ pub fn run_sequence(job: &SequenceJob, writers: Option<FrameWriters<'_>>) -> Res
         let check = super::camera_pass::CameraCheck {
             classifier,
             config: &config.camera,
+            review: &config.review,
         };
         check.run(&name, source, &contexts, &mut boxes)?;
         times.camera_s = started.elapsed().as_secs_f64();
@@ -1227,7 +1228,7 @@ fn describe_box(
     {
         flags.push("occluded".to_string());
     }
-    let review_status = if p.review_status == "auto" && !flags.is_empty() {
+    let review_status = if p.review_status == "auto" && review.queues(&flags) {
         "flagged"
     } else {
         p.review_status
