@@ -19,6 +19,7 @@ pub mod export;
 pub mod frame;
 pub mod fuse;
 pub mod geometry;
+pub mod ground_contact;
 pub mod inspect;
 pub mod normalize;
 pub mod pipeline;

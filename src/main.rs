@@ -33,7 +33,7 @@ enum Command {
         #[arg(long)]
         config: Option<PathBuf>,
     },
-    /// Turn logs into the box layer: read → detect → fuse → track → box rows → Parquet shards
+    /// Turn logs into the box layer: read → detect → fuse → track → ground contact → box rows → Parquet shards
     /// in `OUT/<platform>/<sequence>/`.
     Run {
         /// The pipeline config (`pipelines/*.toml`).

@@ -33,17 +33,24 @@ impl BevLayout {
     /// Per grid row that `b` (sensor frame) can touch, its cells `c0..c1` (indices into the
     /// row-major cells; the points of cells `c0..c1` are `starts[c0]..starts[c1]`).
     pub fn cell_runs(&self, b: &Box3) -> impl Iterator<Item = Range<usize>> + use<> {
+        // Every point of the box lies within its half-diagonal of the centre.
+        let r = 0.5 * (b.l * b.l + b.w * b.w + b.h * b.h).sqrt();
+        self.disc_runs([b.x, b.y], r)
+    }
+
+    /// Per grid row, the cells `c0..c1` that the disc of radius `r` (m) around `centre` (x, y,
+    /// sensor frame) can touch: every point within `r` of `centre` across x and y lies in them.
+    pub fn disc_runs(&self, centre: [f64; 2], r: f64) -> impl Iterator<Item = Range<usize>> + use<> {
         let dims = self.dims;
         let empty = dims[0] == 0 || dims[1] == 0;
-        // Every point of the box lies within its half-diagonal of the centre.
-        let r = (0.5 * (b.l * b.l + b.w * b.w + b.h * b.h).sqrt()) as f32;
+        let r = r as f32;
         let cell = |v: f32, axis: usize| ((v - self.origin[axis]) / CELL_M).floor();
         let range = |centre: f64, axis: usize| {
             let lo = cell(centre as f32 - r, axis).max(0.0);
             let hi = cell(centre as f32 + r, axis).min(dims[axis].saturating_sub(1) as f32);
             (lo as usize, hi as usize, lo <= hi)
         };
-        let ((x0, x1, ok_x), (y0, y1, ok_y)) = (range(b.x, 0), range(b.y, 1));
+        let ((x0, x1, ok_x), (y0, y1, ok_y)) = (range(centre[0], 0), range(centre[1], 1));
         let rows = if !empty && ok_x && ok_y { y0..y1 + 1 } else { 0..0 };
         rows.map(move |cy| {
             let row = cy * dims[0];

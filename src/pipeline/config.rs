@@ -165,6 +165,9 @@ pub struct StagesConfig {
     /// RGB class check with `[camera]`'s classifier; default false. The projection of every box
     /// into every camera and its occlusion are computed regardless.
     pub camera_check: bool,
+    /// Every consolidated box set on the ground around it (`[ground_contact]`, detect origin,
+    /// frames with a normalized frame); default true.
+    pub ground_contact: bool,
 }
 
 impl Default for StagesConfig {
@@ -173,6 +176,7 @@ impl Default for StagesConfig {
             track: true,
             normalize: true,
             camera_check: false,
+            ground_contact: true,
         }
     }
 }
@@ -350,6 +354,8 @@ pub struct PipelineConfig {
     pub camera: CameraConfig,
     /// Platform normalization (`stages.normalize`).
     pub normalize: NormalizeConfig,
+    /// Boxes set on the ground (`stages.ground_contact`).
+    pub ground_contact: crate::ground_contact::GroundContactConfig,
     /// Outputs.
     pub outputs: OutputConfig,
     /// Run-time resources.
@@ -648,6 +654,9 @@ impl PipelineConfig {
                 }
             }
         }
+        self.ground_contact
+            .validate()
+            .map_err(|(key, reason)| invalid(key.into(), reason))?;
         if !(self.review.max_occlusion.is_finite() && (0.0..=1.0).contains(&self.review.max_occlusion)) {
             return Err(invalid(
                 "review.max_occlusion".into(),

@@ -125,7 +125,38 @@ impl ScratchPoints {
     pub(crate) fn count_in_box(&self, position: usize, b: &Box3) -> Option<usize> {
         let extent = self.extents.get(position)?;
         let mut inside = 0;
-        for cells in extent.layout.cell_runs(b) {
+        self.read_runs(extent, extent.layout.cell_runs(b), |bytes| {
+            let (x, y, z) = columns(bytes);
+            inside += count_points_in_box_xyz(&x, &y, &z, b);
+        })?;
+        Some(inside)
+    }
+
+    /// Points of the frame at `position` in the cells the disc of radius `r` around `centre`
+    /// (x, y, sensor frame) can touch: all of the disc's and some around it.
+    pub(crate) fn near(&self, position: usize, centre: [f64; 2], r: f64) -> Option<Vec<[f32; 3]>> {
+        let extent = self.extents.get(position)?;
+        let mut out = Vec::new();
+        self.read_runs(extent, extent.layout.disc_runs(centre, r), |bytes| {
+            out.extend(bytes.chunks_exact(POINT_BYTES as usize).map(|p| {
+                [
+                    f32::from_le_bytes([p[0], p[1], p[2], p[3]]),
+                    f32::from_le_bytes([p[4], p[5], p[6], p[7]]),
+                    f32::from_le_bytes([p[8], p[9], p[10], p[11]]),
+                ]
+            }));
+        })?;
+        Some(out)
+    }
+
+    /// Hands `each` the interleaved points of each run of cells of a frame; `None` on a failed read.
+    fn read_runs(
+        &self,
+        extent: &Extent,
+        runs: impl Iterator<Item = std::ops::Range<usize>>,
+        mut each: impl FnMut(&[u8]),
+    ) -> Option<()> {
+        for cells in runs {
             let starts = self.read_bytes(extent.offset + 4 * cells.start as u64, 4 * (cells.len() + 1))?;
             let start_of = |k: usize| u32::from_le_bytes([starts[k], starts[k + 1], starts[k + 2], starts[k + 3]]);
             let (from, to) = (start_of(0) as u64, start_of(4 * cells.len()) as u64);
@@ -136,10 +167,9 @@ impl ScratchPoints {
                 extent.points_offset() + from * POINT_BYTES,
                 ((to - from) * POINT_BYTES) as usize,
             )?;
-            let (x, y, z) = columns(&bytes);
-            inside += count_points_in_box_xyz(&x, &y, &z, b);
+            each(&bytes);
         }
-        Some(inside)
+        Some(())
     }
 
     fn read_bytes(&self, offset: u64, len: usize) -> Option<Vec<u8>> {
@@ -173,6 +203,10 @@ impl SweepPoints for ScratchPoints {
         // A read that fails leaves the count to the caller's own read, which reports nothing.
         self.count_in_box(frame, box_in_sensor)
             .map_or(IndexedCount::NotIndexed, IndexedCount::Inside)
+    }
+
+    fn points_near(&self, frame: usize, centre: [f64; 2], radius_m: f64) -> Option<Vec<[f32; 3]>> {
+        self.near(frame, centre, radius_m)
     }
 }
 

@@ -29,6 +29,7 @@ use crate::detect::Detector;
 use crate::frame::{CameraCalibration, DetectorFrame, GroundTruthBox, ObjectClass, Platform};
 use crate::fuse::Fuser;
 use crate::geometry::Box3;
+use crate::ground_contact::{ContactFrame, set_on_ground};
 use crate::normalize::{ClassSizes, FrameInputs, Normalization, Profile, normalize_frame, normalize_sequence};
 use crate::shards::{
     BoxRow, CameraFootprint, DetectionRow, DetectionsWriter, FrameError, FrameRow, PointsFrame, PointsWriter,
@@ -634,7 +635,7 @@ pub fn run_sequence(job: &SequenceJob, writers: Option<FrameWriters<'_>>) -> Res
     // ---- pass 2: tracking (or the source's labels) ---------------------------------------
     stopped()?;
     let pass_started = Instant::now();
-    let consolidation = match config.origin {
+    let mut consolidation = match config.origin {
         LayerOrigin::Detect if config.stages.track => {
             track_fused(&name, &contexts, &layer.fused, &scratch, config, job.platform)?
         }
@@ -647,6 +648,33 @@ pub fn run_sequence(job: &SequenceJob, writers: Option<FrameWriters<'_>>) -> Res
         consolidation.tracks.len(),
         times.track_s
     );
+    if config.origin == LayerOrigin::Detect
+        && config.stages.ground_contact
+        && config.ground_contact.runs_on(job.platform)
+    {
+        let started = Instant::now();
+        let frames: Vec<ContactFrame> = contexts
+            .iter()
+            .map(|c| ContactFrame {
+                normalized_from_sensor: c
+                    .row
+                    .normalized_from_sensor
+                    .and_then(|m| crate::geometry::pose::isometry_from_row_major(&m, 1e-6)),
+                world_from_sensor: c.world_from_sensor,
+            })
+            .collect();
+        let placed = set_on_ground(&mut consolidation, &frames, &scratch, &config.ground_contact);
+        times.ground_contact_s = started.elapsed().as_secs_f64();
+        tracing::info!(
+            "{name}: {} of {} boxes set on the ground (median shift {}) in {:.2} s",
+            placed.moved,
+            placed.boxes,
+            placed
+                .median_shift_m
+                .map_or_else(|| "-".to_string(), |s| format!("{s:+.2} m")),
+            times.ground_contact_s
+        );
+    }
 
     // ---- pass 3: box rows ----------------------------------------------------------------
     stopped()?;

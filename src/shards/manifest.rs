@@ -67,6 +67,9 @@ pub struct StageTimes {
     pub fuse_cpu_s: f64,
     /// Pass 2: tracking.
     pub track_s: f64,
+    /// Pass 2: setting the tracked boxes on the ground (`stages.ground_contact`).
+    #[serde(default)]
+    pub ground_contact_s: f64,
     /// Pass 3: box rows (points inside, cameras, occlusion, flags).
     pub describe_s: f64,
     /// The RGB class check: reading the chosen views' images and classifying them.

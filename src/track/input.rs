@@ -47,6 +47,22 @@ pub trait SweepPoints: Sync {
     fn count_in_box(&self, _frame: usize, _box_in_sensor: &Box3) -> IndexedCount {
         IndexedCount::NotIndexed
     }
+
+    /// Frame `frame`'s points (sensor frame) that lie within `radius_m` of `centre` across x and
+    /// y, and maybe others near them; `None` when the frame has no points to give. The default
+    /// filters [`points_in_sensor`](Self::points_in_sensor); an indexed provider reads less.
+    fn points_near(&self, frame: usize, centre: [f64; 2], radius_m: f64) -> Option<Vec<[f32; 3]>> {
+        let cloud = self.points_in_sensor(frame)?;
+        let r2 = radius_m * radius_m;
+        let near = (0..cloud.len())
+            .filter(|&i| {
+                let (dx, dy) = (f64::from(cloud.x()[i]) - centre[0], f64::from(cloud.y()[i]) - centre[1]);
+                dx * dx + dy * dy <= r2
+            })
+            .map(|i| [cloud.x()[i], cloud.y()[i], cloud.z()[i]])
+            .collect();
+        Some(near)
+    }
 }
 
 /// What [`SweepPoints::count_in_box`] answers.

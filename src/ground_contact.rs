@@ -1,0 +1,548 @@
+//! Vertical placement of the consolidated boxes: each object set on the ground around it.
+//!
+//! Detectors place boxes loosely in height, and one trained at another ground level places them
+//! all too low or too high, while the ground next to an object is usually well seen. So, in each
+//! frame's gravity-aligned (normalized) frame, the lowest return of each small cell of a ring
+//! around a box's footprint is taken, a plane is fitted to the cells that lie on the lower
+//! envelope, and the box's bottom is put on that plane at its centre. The shift is smoothed along
+//! the box's track (a median over nearby frames; a static object's over its whole track), and
+//! a box whose track never shows its ground keeps its height. Method and figures:
+//! `docs/pipeline.md`, "Vertical placement".
+
+use std::collections::HashMap;
+
+use nalgebra::{Isometry3, Matrix3, Point3, Vector3};
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use crate::frame::{ObjectClass, Platform};
+use crate::geometry::Box3;
+use crate::track::{Consolidation, MotionState, SweepPoints};
+
+/// How boxes are set on the ground (`[ground_contact]` of a pipeline config).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GroundContactConfig {
+    /// The platforms whose boxes are set on the ground (default vehicle and drone: on the
+    /// simulated quadruped, whose sensor sees the ground around objects at a grazing angle, it
+    /// made heights worse; `docs/pipeline.md`, "Vertical placement").
+    pub platforms: Vec<Platform>,
+    /// Width of the ring around the footprint whose returns show the ground (m).
+    pub ring_m: f64,
+    /// Gap between the footprint and the ring, which keeps the object's own returns out (m).
+    pub gap_m: f64,
+    /// Side of the ring's cells, each of which gives its lowest return (m).
+    pub cell_m: f64,
+    /// Fewest cells on the ground for an estimate.
+    pub min_cells: usize,
+    /// How far below or above the box's bottom a return may lie to count (m).
+    pub search_m: f64,
+    /// A box's shift is the median over its track's estimates within this many frames of it (a
+    /// static object's: over its whole track).
+    pub window_frames: usize,
+    /// Fewest estimates of a class in the sequence for its median shift to move the boxes of its
+    /// tracks that have none; 0: such boxes stay.
+    pub min_class_estimates: usize,
+}
+
+impl Default for GroundContactConfig {
+    fn default() -> Self {
+        Self {
+            platforms: vec![Platform::Vehicle, Platform::Drone],
+            ring_m: 2.0,
+            gap_m: 0.3,
+            cell_m: 0.5,
+            min_cells: 24,
+            search_m: 1.5,
+            window_frames: 10,
+            min_class_estimates: 50,
+        }
+    }
+}
+
+impl GroundContactConfig {
+    /// Whether boxes of `platform`'s sequences are set on the ground.
+    pub fn runs_on(&self, platform: Platform) -> bool {
+        self.platforms.contains(&platform)
+    }
+
+    /// Checks every value: `Err((key, reason))` names the first bad one.
+    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+        for (key, v, lo, hi) in [
+            ("ground_contact.ring_m", self.ring_m, 0.2, 20.0),
+            ("ground_contact.gap_m", self.gap_m, 0.0, 5.0),
+            ("ground_contact.cell_m", self.cell_m, 0.05, 5.0),
+            ("ground_contact.search_m", self.search_m, 0.1, 20.0),
+        ] {
+            if !(lo..=hi).contains(&v) {
+                return Err((key, format!("{v} is outside {lo} ..= {hi}")));
+            }
+        }
+        if !(3..=10_000).contains(&self.min_cells) {
+            return Err((
+                "ground_contact.min_cells",
+                format!("{} is outside 3 ..= 10000", self.min_cells),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// One frame as placement sees it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ContactFrame {
+    /// The frame's gravity-aligned frame; `None`: its boxes are left as they are.
+    pub normalized_from_sensor: Option<Isometry3<f64>>,
+    /// The frame's pose, to bring moved boxes into the world frame.
+    pub world_from_sensor: Isometry3<f64>,
+}
+
+/// What placement did to one sequence.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ContactSummary {
+    /// Boxes considered (every class but `unknown`, in frames with a normalized frame).
+    pub boxes: usize,
+    /// Boxes whose own surroundings gave a ground estimate.
+    pub estimated: usize,
+    /// Boxes moved: by their track's estimates, or by their class's.
+    pub moved: usize,
+    /// Of which, boxes of tracks without an estimate moved by their class's median shift.
+    pub by_class_bias: usize,
+    /// Median vertical shift of the moved boxes (m, up positive).
+    pub median_shift_m: Option<f64>,
+}
+
+/// Sets every box of `consolidation` on the ground its frame's points show around it (frame
+/// positions index `frames` and `points`), and returns what it did. Deterministic.
+pub fn set_on_ground(
+    consolidation: &mut Consolidation,
+    frames: &[ContactFrame],
+    points: &dyn SweepPoints,
+    config: &GroundContactConfig,
+) -> ContactSummary {
+    let in_scope = |b: &crate::track::TrackedBox| {
+        b.class != ObjectClass::Unknown && frames.get(b.frame).is_some_and(|f| f.normalized_from_sensor.is_some())
+    };
+    // Each box's own estimate of its vertical shift in its normalized frame.
+    let own: Vec<Option<f64>> = consolidation
+        .boxes
+        .par_iter()
+        .map(|b| {
+            if !in_scope(b) {
+                return None;
+            }
+            let t = frames[b.frame].normalized_from_sensor?;
+            let bn = b.box_in_sensor.transformed(&t);
+            let reach = 0.5 * bn.l.hypot(bn.w) + config.gap_m + config.ring_m + 0.5 * bn.h + config.search_m;
+            let sensor = [b.box_in_sensor.x, b.box_in_sensor.y];
+            let near = points.points_near(b.frame, sensor, reach)?;
+            let ground = ground_under(&bn, &t, &near, config)?;
+            Some(ground + 0.5 * bn.h - bn.z)
+        })
+        .collect();
+    let statics: std::collections::HashSet<u32> = consolidation
+        .tracks
+        .iter()
+        .filter(|t| t.motion == Some(MotionState::Static))
+        .map(|t| t.track_id)
+        .collect();
+    let mut by_track: HashMap<u32, Vec<(usize, f64)>> = HashMap::new();
+    for (b, s) in consolidation.boxes.iter().zip(&own) {
+        if let Some(s) = s {
+            by_track.entry(b.track_id).or_default().push((b.frame, *s));
+        }
+    }
+    let mut summary = ContactSummary {
+        boxes: consolidation.boxes.iter().filter(|b| in_scope(b)).count(),
+        estimated: own.iter().flatten().count(),
+        ..ContactSummary::default()
+    };
+    // A class's median shift over the sequence: the detectors' bias, for tracks never seen on
+    // their ground (far objects, whose surroundings show no ground).
+    let mut by_class: HashMap<ObjectClass, Vec<f64>> = HashMap::new();
+    for (b, s) in consolidation.boxes.iter().zip(&own) {
+        if let Some(s) = s {
+            by_class.entry(b.class).or_default().push(*s);
+        }
+    }
+    let class_shift: HashMap<ObjectClass, f64> = by_class
+        .into_iter()
+        .filter(|(_, v)| config.min_class_estimates > 0 && v.len() >= config.min_class_estimates)
+        .filter_map(|(c, v)| Some((c, median(v)?)))
+        .collect();
+    let mut shifts = Vec::new();
+    for b in consolidation.boxes.iter_mut().filter(|b| in_scope(b)) {
+        let Some(estimates) = by_track.get(&b.track_id) else {
+            if let Some(&shift) = class_shift.get(&b.class) {
+                shift_box(b, &frames[b.frame], shift);
+                shifts.push(shift);
+                summary.moved += 1;
+                summary.by_class_bias += 1;
+            }
+            continue;
+        };
+        let near: Vec<f64> = if statics.contains(&b.track_id) {
+            estimates.iter().map(|e| e.1).collect()
+        } else {
+            let w = config.window_frames;
+            let near: Vec<f64> = estimates
+                .iter()
+                .filter(|e| e.0.abs_diff(b.frame) <= w)
+                .map(|e| e.1)
+                .collect();
+            if near.is_empty() {
+                estimates.iter().map(|e| e.1).collect()
+            } else {
+                near
+            }
+        };
+        let Some(shift) = median(near) else { continue };
+        shift_box(b, &frames[b.frame], shift);
+        shifts.push(shift);
+        summary.moved += 1;
+    }
+    summary.median_shift_m = median(shifts);
+    summary
+}
+
+/// Moves `b` up by `shift` (m) along its frame's normalized z, in both of its frames.
+fn shift_box(b: &mut crate::track::TrackedBox, frame: &ContactFrame, shift: f64) {
+    let Some(t) = frame.normalized_from_sensor else { return };
+    let mut bn = b.box_in_sensor.transformed(&t);
+    bn.z += shift;
+    b.box_in_sensor = bn.transformed(&t.inverse());
+    b.box_in_world = b.box_in_sensor.transformed(&frame.world_from_sensor);
+}
+
+/// Median of `values` (the upper one of an even count); `None` when empty.
+fn median(mut values: Vec<f64>) -> Option<f64> {
+    if values.is_empty() {
+        return None;
+    }
+    values.sort_by(f64::total_cmp);
+    Some(values[values.len() / 2])
+}
+
+/// Residual above or below the current plane within which a cell counts as ground (m).
+const GROUND_BAND_M: f64 = 0.15;
+
+/// Steepest ground plane accepted (tan of 15°); a steeper fit is taken as level.
+const MAX_GRADE: f64 = 0.268;
+
+/// Least spread of the ground cells across the level plane for a tilted plane, as the standard
+/// deviation along their narrowest direction (m); narrower cells give a level plane.
+const MIN_SPREAD_M: f64 = 0.4;
+
+/// The ground's height under the centre of `bn` (a box in the normalized frame `t` of its sensor
+/// frame) from `near` (sensor-frame points): a plane through the lowest return of each cell of
+/// the ring around its footprint, fitted to the cells of the lower envelope. `None` with fewer
+/// than `min_cells` cells on the ground.
+pub fn ground_under(bn: &Box3, t: &Isometry3<f64>, near: &[[f32; 3]], config: &GroundContactConfig) -> Option<f64> {
+    let (sin, cos) = bn.yaw.sin_cos();
+    let inner = [0.5 * bn.l + config.gap_m, 0.5 * bn.w + config.gap_m];
+    let outer = [inner[0] + config.ring_m, inner[1] + config.ring_m];
+    let bottom = bn.z - 0.5 * bn.h;
+    let dims = [
+        (2.0 * outer[0] / config.cell_m).ceil() as usize,
+        (2.0 * outer[1] / config.cell_m).ceil() as usize,
+    ];
+    // The lowest return of each cell: (u, v, z) in the box's level axes, centred on it.
+    let mut lowest: Vec<Option<[f64; 3]>> = vec![None; dims[0] * dims[1]];
+    for p in near {
+        let q = t * Point3::new(f64::from(p[0]), f64::from(p[1]), f64::from(p[2]));
+        let (dx, dy) = (q.x - bn.x, q.y - bn.y);
+        let (u, v) = (cos * dx + sin * dy, -sin * dx + cos * dy);
+        let dz = q.z - bottom;
+        if !(u.abs() <= outer[0] && v.abs() <= outer[1] && dz.abs() <= config.search_m)
+            || (u.abs() < inner[0] && v.abs() < inner[1])
+        {
+            continue;
+        }
+        let cu = (((u + outer[0]) / config.cell_m) as usize).min(dims[0] - 1);
+        let cv = (((v + outer[1]) / config.cell_m) as usize).min(dims[1] - 1);
+        let cell = &mut lowest[cv * dims[0] + cu];
+        if cell.is_none_or(|c| q.z < c[2]) {
+            *cell = Some([u, v, q.z]);
+        }
+    }
+    let cells: Vec<[f64; 3]> = lowest.into_iter().flatten().collect();
+    if cells.len() < config.min_cells {
+        return None;
+    }
+    // Start level at the lowest decile of the cells, then fit to the cells near the plane.
+    let mut zs: Vec<f64> = cells.iter().map(|c| c[2]).collect();
+    zs.sort_by(f64::total_cmp);
+    let mut plane = [zs[zs.len() / 10], 0.0, 0.0];
+    let mut on_ground = 0;
+    for _ in 0..4 {
+        let band: Vec<[f64; 3]> = cells
+            .iter()
+            .copied()
+            .filter(|c| (c[2] - (plane[0] + plane[1] * c[0] + plane[2] * c[1])).abs() <= GROUND_BAND_M)
+            .collect();
+        if band.len() < config.min_cells {
+            return None;
+        }
+        on_ground = band.len();
+        plane = fit_plane(&band);
+    }
+    (on_ground >= config.min_cells && plane[0].is_finite()).then_some(plane[0])
+}
+
+/// Least-squares plane `z = a + b·u + c·v` through `cells`; level (the median height) when they
+/// spread too little across the level plane for a tilt or the fit is steeper than 15°.
+fn fit_plane(cells: &[[f64; 3]]) -> [f64; 3] {
+    let level = || {
+        let mut zs: Vec<f64> = cells.iter().map(|c| c[2]).collect();
+        zs.sort_by(f64::total_cmp);
+        [zs[zs.len() / 2], 0.0, 0.0]
+    };
+    let n = cells.len() as f64;
+    let (mu, mv) = cells.iter().fold((0.0, 0.0), |(a, b), c| (a + c[0] / n, b + c[1] / n));
+    let (mut suu, mut svv, mut suv) = (0.0, 0.0, 0.0);
+    for c in cells {
+        suu += (c[0] - mu) * (c[0] - mu) / n;
+        svv += (c[1] - mv) * (c[1] - mv) / n;
+        suv += (c[0] - mu) * (c[1] - mv) / n;
+    }
+    let narrowest = 0.5 * (suu + svv) - (0.25 * (suu - svv) * (suu - svv) + suv * suv).sqrt();
+    if narrowest.is_nan() || narrowest < MIN_SPREAD_M * MIN_SPREAD_M {
+        return level();
+    }
+    let mut ata = Matrix3::zeros();
+    let mut atb = Vector3::zeros();
+    for c in cells {
+        let row = Vector3::new(1.0, c[0], c[1]);
+        ata += row * row.transpose();
+        atb += row * c[2];
+    }
+    match ata.try_inverse().map(|inv| inv * atb) {
+        Some(x) if x.iter().all(|v| v.is_finite()) && x[1].hypot(x[2]) <= MAX_GRADE => [x[0], x[1], x[2]],
+        _ => level(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::cloud::PointCloud;
+    use crate::geometry::pose::isometry_from_euler;
+    use crate::track::{BoxOrigin, TrackSummary, TrackedBox};
+
+    /// Ground returns on `height(x, y)` every 0.2 m within ±`extent` of `(cx, cy)`, in the
+    /// normalized frame, skipping the footprint `l × w` (the object hides its ground).
+    fn ground(cx: f64, cy: f64, extent: f64, height: impl Fn(f64, f64) -> f64, l: f64, w: f64) -> Vec<[f64; 3]> {
+        let mut out = Vec::new();
+        let steps = (2.0 * extent / 0.2) as i32;
+        for i in 0..=steps {
+            for j in 0..=steps {
+                let (x, y) = (cx - extent + 0.2 * f64::from(i), cy - extent + 0.2 * f64::from(j));
+                if (x - cx).abs() < 0.5 * l && (y - cy).abs() < 0.5 * w {
+                    continue;
+                }
+                out.push([x, y, height(x, y)]);
+            }
+        }
+        out
+    }
+
+    /// The returns of a box's four sides and roof, every 0.1 m (normalized frame, yaw 0).
+    fn object(b: &Box3) -> Vec<[f64; 3]> {
+        let mut out = Vec::new();
+        let (nl, nw, nh) = ((b.l / 0.1) as i32, (b.w / 0.1) as i32, (b.h / 0.1) as i32);
+        for k in 0..=nh {
+            let z = b.z - 0.5 * b.h + 0.1 * f64::from(k);
+            for i in 0..=nl {
+                let x = b.x - 0.5 * b.l + 0.1 * f64::from(i);
+                out.push([x, b.y - 0.5 * b.w, z]);
+                out.push([x, b.y + 0.5 * b.w, z]);
+            }
+            for j in 0..=nw {
+                let y = b.y - 0.5 * b.w + 0.1 * f64::from(j);
+                out.push([b.x - 0.5 * b.l, y, z]);
+                out.push([b.x + 0.5 * b.l, y, z]);
+            }
+        }
+        out
+    }
+
+    /// `points` (normalized frame) moved into the sensor frame of `t`.
+    fn to_sensor(points: &[[f64; 3]], t: &Isometry3<f64>) -> Vec<[f32; 3]> {
+        let inv = t.inverse();
+        points
+            .iter()
+            .map(|p| {
+                let q = inv * Point3::new(p[0], p[1], p[2]);
+                [q.x as f32, q.y as f32, q.z as f32]
+            })
+            .collect()
+    }
+
+    /// A drone-like normalized frame: the sensor 12 m up, pitched 40° down, turned 30°.
+    fn tilted() -> Isometry3<f64> {
+        isometry_from_euler(Vector3::new(0.0, 0.0, 12.0), 0.5, 40f64.to_radians(), 0.0)
+    }
+
+    #[test]
+    fn a_box_sunk_into_level_ground_is_raised_onto_it() {
+        let t = tilted();
+        let truth = Box3::new(8.0, -3.0, 0.8, 4.5, 1.9, 1.6, 0.4);
+        let mut pts = ground(8.0, -3.0, 6.0, |_, _| 0.0, 4.6, 2.0);
+        pts.extend(object(&Box3 { yaw: 0.0, ..truth }));
+        let sunk = Box3 {
+            z: truth.z - 0.6,
+            ..truth
+        };
+        let g = ground_under(&sunk, &t, &to_sensor(&pts, &t), &GroundContactConfig::default()).unwrap();
+        assert!(g.abs() < 0.01, "ground at {g}");
+    }
+
+    #[test]
+    fn sloped_ground_beside_a_trailer_is_found_under_the_centre() {
+        // 5° slope along x and y together; beside the car, over a third of the ring, a trailer
+        // whose side starts 0.4 m above the ground hides the ground behind it.
+        let grade = 5f64.to_radians().tan() / 2f64.sqrt();
+        let height = |x: f64, y: f64| grade * (x + y);
+        let t = isometry_from_euler(Vector3::new(0.0, 0.0, 1.8), 0.0, 0.0, 0.0);
+        let b = Box3::new(10.0, 4.0, height(10.0, 4.0) + 0.75 + 0.4, 4.2, 1.8, 1.5, 0.0);
+        let mut pts = ground(10.0, 4.0, 5.0, height, 4.2, 1.8);
+        pts.retain(|p| !(p[1] > 5.9 && (7.0..=13.0).contains(&p[0])));
+        for i in 0..60 {
+            for k in 0..30 {
+                let x = 7.0 + 0.1 * f64::from(i);
+                pts.push([x, 6.0, height(x, 6.0) + 0.4 + 0.1 * f64::from(k)]);
+            }
+        }
+        let g = ground_under(&b, &t, &to_sensor(&pts, &t), &GroundContactConfig::default()).unwrap();
+        assert!(
+            (g - height(10.0, 4.0)).abs() < 0.02,
+            "ground {g} against {}",
+            height(10.0, 4.0)
+        );
+    }
+
+    #[test]
+    fn no_ground_in_the_ring_gives_no_estimate() {
+        let t = tilted();
+        let b = Box3::new(8.0, -3.0, 0.8, 4.5, 1.9, 1.6, 0.0);
+        let pts = to_sensor(&object(&b), &t);
+        assert_eq!(ground_under(&b, &t, &pts, &GroundContactConfig::default()), None);
+    }
+
+    fn tracked(frame: usize, track_id: u32, box_in_sensor: Box3, world: &Isometry3<f64>) -> TrackedBox {
+        TrackedBox {
+            frame,
+            track_id,
+            class: ObjectClass::Vehicle,
+            score: 0.9,
+            box_in_world: box_in_sensor.transformed(world),
+            box_in_sensor,
+            origin: BoxOrigin::Detected,
+            input_index: Some(0),
+            votes: 2,
+        }
+    }
+
+    #[test]
+    fn a_track_is_moved_by_its_estimates_and_a_frame_without_ground_follows_them() {
+        // Three frames of a car standing on ground at z = 0 (normalized), detected 0.5 m low; the
+        // middle frame's points are lost, so its box takes its neighbours' shift.
+        let t = tilted();
+        let sensor_from_normalized = t.inverse();
+        let truth = Box3::new(8.0, -3.0, 0.8, 4.5, 1.9, 1.6, 0.0);
+        let mut scene = ground(8.0, -3.0, 6.0, |_, _| 0.0, 4.6, 2.0);
+        scene.extend(object(&truth));
+        let cloud = |pts: &[[f32; 3]]| {
+            let col = |k: usize| pts.iter().map(|p| p[k]).collect::<Vec<f32>>();
+            Arc::new(PointCloud::from_columns(col(0), col(1), col(2), vec![0.0; pts.len()]).unwrap())
+        };
+        let points: Vec<Option<Arc<PointCloud>>> = vec![
+            Some(cloud(&to_sensor(&scene, &t))),
+            None,
+            Some(cloud(&to_sensor(&scene, &t))),
+        ];
+        let world = isometry_from_euler(Vector3::new(100.0, 50.0, 3.0), 1.0, 0.0, 0.0);
+        let low = Box3 {
+            z: truth.z - 0.5,
+            ..truth
+        }
+        .transformed(&sensor_from_normalized);
+        let mut consolidation = Consolidation {
+            boxes: (0..3).map(|f| tracked(f, 1, low, &world)).collect(),
+            tracks: vec![TrackSummary {
+                track_id: 1,
+                class: ObjectClass::Vehicle,
+                motion: Some(MotionState::Dynamic),
+                first_frame: 0,
+                last_frame: 2,
+                num_detected: 3,
+                score: 0.9,
+                size: Some([4.5, 1.9, 1.6]),
+            }],
+        };
+        let frames = vec![
+            ContactFrame {
+                normalized_from_sensor: Some(t),
+                world_from_sensor: world,
+            };
+            3
+        ];
+        let summary = set_on_ground(&mut consolidation, &frames, &points, &GroundContactConfig::default());
+        assert_eq!((summary.boxes, summary.estimated, summary.moved), (3, 2, 3));
+        assert!((summary.median_shift_m.unwrap() - 0.5).abs() < 0.01);
+        for b in &consolidation.boxes {
+            let placed = b.box_in_sensor.transformed(&t);
+            assert!((placed.z - truth.z).abs() < 0.01, "frame {}: z {}", b.frame, placed.z);
+            assert!((placed.x - truth.x).abs() < 1e-9 && (placed.yaw - truth.yaw).abs() < 1e-9);
+            let again = b.box_in_sensor.transformed(&world);
+            assert!((again.z - b.box_in_world.z).abs() < 1e-9);
+        }
+    }
+
+    #[test]
+    fn an_unknown_box_or_a_frame_without_normalization_is_left_alone() {
+        let t = tilted();
+        let b = Box3::new(8.0, -3.0, 0.3, 4.5, 1.9, 1.6, 0.0).transformed(&t.inverse());
+        let scene = ground(8.0, -3.0, 6.0, |_, _| 0.0, 4.6, 2.0);
+        let pts = to_sensor(&scene, &t);
+        let col = |k: usize| pts.iter().map(|p| p[k]).collect::<Vec<f32>>();
+        let cloud = Arc::new(PointCloud::from_columns(col(0), col(1), col(2), vec![0.0; pts.len()]).unwrap());
+        let points = vec![Some(cloud.clone()), Some(cloud)];
+        let world = Isometry3::identity();
+        let mut unknown = tracked(0, 1, b, &world);
+        unknown.class = ObjectClass::Unknown;
+        let mut consolidation = Consolidation {
+            boxes: vec![unknown, tracked(1, 2, b, &world)],
+            tracks: Vec::new(),
+        };
+        let frames = [
+            ContactFrame {
+                normalized_from_sensor: Some(t),
+                world_from_sensor: world,
+            },
+            ContactFrame {
+                normalized_from_sensor: None,
+                world_from_sensor: world,
+            },
+        ];
+        let before = consolidation.clone();
+        let summary = set_on_ground(&mut consolidation, &frames, &points, &GroundContactConfig::default());
+        assert_eq!(summary, ContactSummary::default());
+        assert_eq!(consolidation, before);
+    }
+
+    #[test]
+    fn config_errors_name_the_key() {
+        let bad = GroundContactConfig {
+            ring_m: -1.0,
+            ..GroundContactConfig::default()
+        };
+        assert_eq!(
+            bad.validate().unwrap_err(),
+            ("ground_contact.ring_m", "-1 is outside 0.2 ..= 20".to_string())
+        );
+        assert!(GroundContactConfig::default().validate().is_ok());
+    }
+}
