@@ -223,6 +223,9 @@ fn median(mut values: Vec<f64>) -> Option<f64> {
     Some(values[values.len() / 2])
 }
 
+/// Longest box side that is set on the ground (m): a larger box is not an object that stands.
+const MAX_SIDE_M: f64 = 30.0;
+
 /// Residual above or below the current plane within which a cell counts as ground (m).
 const GROUND_BAND_M: f64 = 0.15;
 
@@ -238,6 +241,10 @@ const MIN_SPREAD_M: f64 = 0.4;
 /// the ring around its footprint, fitted to the cells of the lower envelope. `None` with fewer
 /// than `min_cells` cells on the ground.
 pub fn ground_under(bn: &Box3, t: &Isometry3<f64>, near: &[[f32; 3]], config: &GroundContactConfig) -> Option<f64> {
+    let sane = |v: f64, most: f64| v.is_finite() && v > 0.0 && v <= most;
+    if !(sane(bn.l, MAX_SIDE_M) && sane(bn.w, MAX_SIDE_M) && sane(bn.h, MAX_SIDE_M) && bn.z.is_finite()) {
+        return None;
+    }
     let (sin, cos) = bn.yaw.sin_cos();
     let inner = [0.5 * bn.l + config.gap_m, 0.5 * bn.w + config.gap_m];
     let outer = [inner[0] + config.ring_m, inner[1] + config.ring_m];
@@ -424,11 +431,23 @@ mod tests {
     }
 
     #[test]
-    fn no_ground_in_the_ring_gives_no_estimate() {
+    fn no_ground_in_the_ring_or_a_box_of_no_size_gives_no_estimate() {
         let t = tilted();
         let b = Box3::new(8.0, -3.0, 0.8, 4.5, 1.9, 1.6, 0.0);
         let pts = to_sensor(&object(&b), &t);
-        assert_eq!(ground_under(&b, &t, &pts, &GroundContactConfig::default()), None);
+        let config = GroundContactConfig::default();
+        assert_eq!(ground_under(&b, &t, &pts, &config), None);
+        let ground = to_sensor(&ground(8.0, -3.0, 6.0, |_, _| 0.0, 4.6, 2.0), &t);
+        assert!(ground_under(&b, &t, &ground, &config).is_some());
+        for bad in [
+            Box3 { l: f64::NAN, ..b },
+            Box3 { w: 0.0, ..b },
+            Box3 { h: -1.0, ..b },
+            Box3 { l: 1e9, ..b },
+            Box3 { z: f64::INFINITY, ..b },
+        ] {
+            assert_eq!(ground_under(&bad, &t, &ground, &config), None, "{bad:?}");
+        }
     }
 
     fn tracked(frame: usize, track_id: u32, box_in_sensor: Box3, world: &Isometry3<f64>) -> TrackedBox {

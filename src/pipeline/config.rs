@@ -768,6 +768,12 @@ mod tests {
             e.contains("p.toml") && e.contains("review.queue") && e.contains("`lowscore`"),
             "{e}"
         );
+        std::fs::write(&path, "origin = \"labels\"\n[ground_contact]\ncell_m = 0\n").unwrap();
+        let e = PipelineConfig::load(&path).unwrap_err().to_string();
+        assert!(
+            e.contains("p.toml") && e.contains("ground_contact.cell_m") && e.contains("0 is outside"),
+            "{e}"
+        );
         std::fs::write(&path, "origin = \"labels\"\n[outputs]\ncompresion_level = 4\n").unwrap();
         let e = PipelineConfig::load(&path).unwrap_err().to_string();
         assert!(e.contains("p.toml") && e.contains("compresion_level"), "{e}");
