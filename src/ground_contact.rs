@@ -5,9 +5,10 @@
 //! frame's gravity-aligned (normalized) frame, the lowest return of each small cell of a ring
 //! around a box's footprint is taken, a plane is fitted to the cells that lie on the lower
 //! envelope, and the box's bottom is put on that plane at its centre. The shift is smoothed along
-//! the box's track (a median over nearby frames; a static object's over its whole track), and
-//! a box whose track never shows its ground keeps its height. Method and figures:
-//! `docs/pipeline.md`, "Vertical placement".
+//! the box's track (a median over nearby frames; a static object's over its whole track); a box
+//! whose track never shows its ground moves by its class's median shift over the sequence (the
+//! detectors' bias), or keeps its height when the class has too few estimates. Method and
+//! figures: `docs/pipeline.md`, "Vertical placement".
 
 use std::collections::HashMap;
 
@@ -355,7 +356,7 @@ mod tests {
         out
     }
 
-    /// The returns of a box's four sides and roof, every 0.1 m (normalized frame, yaw 0).
+    /// The returns of a box's four sides, every 0.1 m (normalized frame, yaw 0).
     fn object(b: &Box3) -> Vec<[f64; 3]> {
         let mut out = Vec::new();
         let (nl, nw, nh) = ((b.l / 0.1) as i32, (b.w / 0.1) as i32, (b.h / 0.1) as i32);

@@ -666,9 +666,10 @@ pub fn run_sequence(job: &SequenceJob, writers: Option<FrameWriters<'_>>) -> Res
         let placed = set_on_ground(&mut consolidation, &frames, &scratch, &config.ground_contact);
         times.ground_contact_s = started.elapsed().as_secs_f64();
         tracing::info!(
-            "{name}: {} of {} boxes set on the ground (median shift {}) in {:.2} s",
+            "{name}: {} of {} boxes set on the ground ({} by their class's median shift; median shift {}) in {:.2} s",
             placed.moved,
             placed.boxes,
+            placed.by_class_bias,
             placed
                 .median_shift_m
                 .map_or_else(|| "-".to_string(), |s| format!("{s:+.2} m")),
