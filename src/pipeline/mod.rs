@@ -329,6 +329,8 @@ pub struct RunSummary {
     pub threads: usize,
     /// Tracking (s).
     pub track_s: f64,
+    /// Setting the tracked boxes on the ground (s).
+    pub ground_contact_s: f64,
     /// Box rows (s).
     pub describe_s: f64,
     /// The RGB class check (s).
@@ -547,6 +549,7 @@ pub fn run(options: &RunOptions) -> Result<RunSummary, PipelineError> {
                 summary.detect_cpu_s += times.detect_cpu_s;
                 summary.onnx_cpu_s += times.onnx_cpu_s;
                 summary.track_s += times.track_s;
+                summary.ground_contact_s += times.ground_contact_s;
                 summary.describe_s += times.describe_s;
                 summary.camera_s += times.camera_s;
                 summary.write_s += times.write_s;
@@ -1150,11 +1153,12 @@ impl std::fmt::Display for RunSummary {
         }
         writeln!(
             f,
-            "stage time: read {:.1} s, detect {:.1} s (ONNX {:.1} s; CPU, summed over frames), track {:.2} s, box rows {:.2} s, RGB check {:.2} s, write {:.2} s",
+            "stage time: read {:.1} s, detect {:.1} s (ONNX {:.1} s; CPU, summed over frames), track {:.2} s, ground contact {:.2} s, box rows {:.2} s, RGB check {:.2} s, write {:.2} s",
             self.read_cpu_s,
             self.detect_cpu_s,
             self.onnx_cpu_s,
             self.track_s,
+            self.ground_contact_s,
             self.describe_s,
             self.camera_s,
             self.write_s
