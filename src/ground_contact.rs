@@ -4,7 +4,11 @@
 //! all too low or too high, while the ground next to an object is usually well seen. So, in each
 //! frame's gravity-aligned (normalized) frame, the lowest return of each small cell of a ring
 //! around a box's footprint is taken, a plane is fitted to the cells that lie on the lower
-//! envelope, and the box's bottom is put on that plane at its centre. The shift is smoothed along
+//! envelope, and the box's bottom is put on that plane at its centre. Where a box's own frame
+//! shows too little ground around it (far objects), the ring is read from the sequence's ground
+//! map instead: every frame's returns near its sensor, binned in a gravity-aligned copy of the
+//! world frame, so the ground a far object stands on is the ground seen when the sensor passed
+//! near it. The shift is smoothed along
 //! the box's track (a median over nearby frames; a static object's over its whole track); a box
 //! whose track never shows its ground moves by its class's median shift over the sequence (the
 //! detectors' bias), or keeps its height when the class has too few estimates. Method and
@@ -41,6 +45,11 @@ pub struct GroundContactConfig {
     /// A box's shift is the median over its track's estimates within this many frames of it (a
     /// static object's: over its whole track).
     pub window_frames: usize,
+    /// Reach of the sequence's ground map (m): every frame's returns within this distance of its
+    /// sensor, across the level plane, give the lowest return of each `cell_m` cell (the median
+    /// over the frames that saw the cell), and a box whose own frame shows too little ground
+    /// around it takes its ground from that map; 0: no map.
+    pub map_range_m: f64,
     /// Fewest estimates of a class in the sequence for its median shift to move the boxes of its
     /// tracks that have none; 0: such boxes stay.
     pub min_class_estimates: usize,
@@ -56,6 +65,7 @@ impl Default for GroundContactConfig {
             min_cells: 24,
             search_m: 1.5,
             window_frames: 10,
+            map_range_m: 20.0,
             min_class_estimates: 50,
         }
     }
@@ -74,10 +84,20 @@ impl GroundContactConfig {
             ("ground_contact.gap_m", self.gap_m, 0.0, 5.0),
             ("ground_contact.cell_m", self.cell_m, 0.05, 5.0),
             ("ground_contact.search_m", self.search_m, 0.1, 20.0),
+            ("ground_contact.map_range_m", self.map_range_m, 0.0, 200.0),
         ] {
             if !(lo..=hi).contains(&v) {
                 return Err((key, format!("{v} is outside {lo} ..= {hi}")));
             }
+        }
+        if self.map_range_m / self.cell_m > MAX_MAP_CELLS_ACROSS {
+            return Err((
+                "ground_contact.map_range_m",
+                format!(
+                    "{} is more than {MAX_MAP_CELLS_ACROSS} cells of {} m (`cell_m`)",
+                    self.map_range_m, self.cell_m
+                ),
+            ));
         }
         if !(3..=10_000).contains(&self.min_cells) {
             return Err((
@@ -88,6 +108,9 @@ impl GroundContactConfig {
         Ok(())
     }
 }
+
+/// Most cells from a sensor to the edge of its ground-map reach (bounds a frame's grid).
+const MAX_MAP_CELLS_ACROSS: f64 = 400.0;
 
 /// One frame as placement sees it.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -124,6 +147,9 @@ pub fn set_on_ground(
     let in_scope = |b: &crate::track::TrackedBox| {
         b.class != ObjectClass::Unknown && frames.get(b.frame).is_some_and(|f| f.normalized_from_sensor.is_some())
     };
+    let map = (config.map_range_m > 0.0)
+        .then(|| GroundMap::build(frames, points, config))
+        .flatten();
     // Each box's own estimate of its vertical shift in its normalized frame.
     let own: Vec<Option<f64>> = consolidation
         .boxes
@@ -136,9 +162,11 @@ pub fn set_on_ground(
             let bn = b.box_in_sensor.transformed(&t);
             let reach = 0.5 * bn.l.hypot(bn.w) + config.gap_m + config.ring_m + 0.5 * bn.h + config.search_m;
             let sensor = [b.box_in_sensor.x, b.box_in_sensor.y];
-            let near = points.points_near(b.frame, sensor, reach)?;
-            let ground = ground_under(&bn, &t, &near, config)?;
-            Some(ground + 0.5 * bn.h - bn.z)
+            let own = points
+                .points_near(b.frame, sensor, reach)
+                .and_then(|near| ground_under(&bn, &t, &near, config))
+                .map(|ground| ground + 0.5 * bn.h - bn.z);
+            own.or_else(|| map.as_ref()?.shift(&b.box_in_world, config))
         })
         .collect();
     let statics: std::collections::HashSet<u32> = consolidation
@@ -206,6 +234,127 @@ pub fn set_on_ground(
     summary
 }
 
+/// The sequence's ground seen near the sensor, in a gravity-aligned copy of the world frame: per
+/// cell, the median over the frames that saw it of each frame's lowest return there.
+struct GroundMap {
+    /// Map axes from world axes, a rotation (the map's z is the sequence's mean up).
+    map_from_world: Isometry3<f64>,
+    /// `(column, row)` → ground height (m).
+    cells: HashMap<(i64, i64), f64>,
+    /// Cell side (m).
+    cell_m: f64,
+}
+
+impl GroundMap {
+    /// The map of `frames` (those with a normalized frame), or `None` when none has one.
+    fn build(frames: &[ContactFrame], points: &dyn SweepPoints, config: &GroundContactConfig) -> Option<Self> {
+        // The sequence's up in the world frame: each frame's normalized z seen from the world.
+        let up = frames
+            .iter()
+            .filter_map(|f| {
+                let t = f.normalized_from_sensor?;
+                Some(f.world_from_sensor.rotation * (t.rotation.inverse() * Vector3::z()))
+            })
+            .fold(Vector3::zeros(), |a, u| a + u);
+        let up = nalgebra::Unit::try_new(up, 1e-9)?;
+        let turn = nalgebra::UnitQuaternion::rotation_between(&up, &Vector3::z())
+            .unwrap_or_else(|| nalgebra::UnitQuaternion::from_axis_angle(&Vector3::x_axis(), std::f64::consts::PI));
+        let map_from_world = Isometry3::from_parts(nalgebra::Translation3::identity(), turn);
+        let cell_m = config.cell_m;
+        let reach2 = config.map_range_m * config.map_range_m;
+        let per_frame: Vec<Vec<((i64, i64), f64)>> = (0..frames.len())
+            .into_par_iter()
+            .map(|k| {
+                let f = &frames[k];
+                let (Some(t), Some(cloud)) = (f.normalized_from_sensor, points.points_in_sensor(k)) else {
+                    return Vec::new();
+                };
+                let sensor_in_level = t.translation.vector;
+                let map_from_sensor = map_from_world * f.world_from_sensor;
+                // A dense grid of the cells within reach of the sensor (its cell ± `side / 2`).
+                let sensor = map_from_sensor.translation.vector;
+                let side = 2 * (config.map_range_m / cell_m).ceil() as i64 + 3;
+                let corner = (
+                    (sensor.x / cell_m).floor() as i64 - side / 2,
+                    (sensor.y / cell_m).floor() as i64 - side / 2,
+                );
+                let mut lowest = vec![f64::INFINITY; (side * side) as usize];
+                for i in 0..cloud.len() {
+                    let p = Point3::new(
+                        f64::from(cloud.x()[i]),
+                        f64::from(cloud.y()[i]),
+                        f64::from(cloud.z()[i]),
+                    );
+                    let level = t * p;
+                    let (dx, dy) = (level.x - sensor_in_level.x, level.y - sensor_in_level.y);
+                    let d2 = dx * dx + dy * dy;
+                    if d2.is_nan() || d2 > reach2 {
+                        continue;
+                    }
+                    let m = map_from_sensor * p;
+                    let (fx, fy) = (
+                        (m.x / cell_m).floor() - corner.0 as f64,
+                        (m.y / cell_m).floor() - corner.1 as f64,
+                    );
+                    let within = 0.0..side as f64;
+                    if within.contains(&fx) && within.contains(&fy) {
+                        let z = &mut lowest[(fy as i64 * side + fx as i64) as usize];
+                        *z = z.min(m.z);
+                    }
+                }
+                lowest
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, z)| z.is_finite())
+                    .map(|(k, z)| ((corner.0 + k as i64 % side, corner.1 + k as i64 / side), *z))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        let mut all: Vec<((i64, i64), f64)> = per_frame.into_iter().flatten().collect();
+        all.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)));
+        let mut cells = HashMap::new();
+        for run in all.chunk_by(|a, b| a.0 == b.0) {
+            cells.insert(run[0].0, run[run.len() / 2].1);
+        }
+        Some(Self {
+            map_from_world,
+            cells,
+            cell_m,
+        })
+    }
+
+    /// The vertical shift that sets `box_in_world` on the map's ground, like a frame's own ring.
+    fn shift(&self, box_in_world: &Box3, config: &GroundContactConfig) -> Option<f64> {
+        let pose = self.map_from_world * box_in_world.parent_from_box();
+        let c = pose.translation.vector;
+        let heading = pose.rotation * Vector3::x();
+        let bm = Box3 {
+            x: c.x,
+            y: c.y,
+            z: c.z,
+            yaw: heading.y.atan2(heading.x),
+            pitch: 0.0,
+            roll: 0.0,
+            ..*box_in_world
+        };
+        let reach = 0.5 * bm.l.hypot(bm.w) + config.gap_m + config.ring_m + self.cell_m;
+        if !reach.is_finite() || reach > 100.0 {
+            return None;
+        }
+        let span = |v: f64| ((v - reach) / self.cell_m).floor() as i64..=((v + reach) / self.cell_m).floor() as i64;
+        let mut ring = Vec::new();
+        for cy in span(c.y) {
+            for cx in span(c.x) {
+                if let Some(&z) = self.cells.get(&(cx, cy)) {
+                    ring.push([(cx as f64 + 0.5) * self.cell_m, (cy as f64 + 0.5) * self.cell_m, z]);
+                }
+            }
+        }
+        let ground = ring_ground(&bm, ring.into_iter(), config)?;
+        Some(ground + 0.5 * bm.h - bm.z)
+    }
+}
+
 /// Moves `b` up by `shift` (m) along its frame's normalized z, in both of its frames.
 fn shift_box(b: &mut crate::track::TrackedBox, frame: &ContactFrame, shift: f64) {
     let Some(t) = frame.normalized_from_sensor else { return };
@@ -242,6 +391,15 @@ const MIN_SPREAD_M: f64 = 0.4;
 /// the ring around its footprint, fitted to the cells of the lower envelope. `None` with fewer
 /// than `min_cells` cells on the ground.
 pub fn ground_under(bn: &Box3, t: &Isometry3<f64>, near: &[[f32; 3]], config: &GroundContactConfig) -> Option<f64> {
+    let level = near.iter().map(|p| {
+        let q = t * Point3::new(f64::from(p[0]), f64::from(p[1]), f64::from(p[2]));
+        [q.x, q.y, q.z]
+    });
+    ring_ground(bn, level, config)
+}
+
+/// [`ground_under`] on points already in a gravity-aligned frame, `bn`'s.
+fn ring_ground(bn: &Box3, level: impl Iterator<Item = [f64; 3]>, config: &GroundContactConfig) -> Option<f64> {
     let sane = |v: f64, most: f64| v.is_finite() && v > 0.0 && v <= most;
     if !(sane(bn.l, MAX_SIDE_M) && sane(bn.w, MAX_SIDE_M) && sane(bn.h, MAX_SIDE_M) && bn.z.is_finite()) {
         return None;
@@ -256,11 +414,10 @@ pub fn ground_under(bn: &Box3, t: &Isometry3<f64>, near: &[[f32; 3]], config: &G
     ];
     // The lowest return of each cell: (u, v, z) in the box's level axes, centred on it.
     let mut lowest: Vec<Option<[f64; 3]>> = vec![None; dims[0] * dims[1]];
-    for p in near {
-        let q = t * Point3::new(f64::from(p[0]), f64::from(p[1]), f64::from(p[2]));
-        let (dx, dy) = (q.x - bn.x, q.y - bn.y);
+    for q in level {
+        let (dx, dy) = (q[0] - bn.x, q[1] - bn.y);
         let (u, v) = (cos * dx + sin * dy, -sin * dx + cos * dy);
-        let dz = q.z - bottom;
+        let dz = q[2] - bottom;
         if !(u.abs() <= outer[0] && v.abs() <= outer[1] && dz.abs() <= config.search_m)
             || (u.abs() < inner[0] && v.abs() < inner[1])
         {
@@ -269,8 +426,8 @@ pub fn ground_under(bn: &Box3, t: &Isometry3<f64>, near: &[[f32; 3]], config: &G
         let cu = (((u + outer[0]) / config.cell_m) as usize).min(dims[0] - 1);
         let cv = (((v + outer[1]) / config.cell_m) as usize).min(dims[1] - 1);
         let cell = &mut lowest[cv * dims[0] + cu];
-        if cell.is_none_or(|c| q.z < c[2]) {
-            *cell = Some([u, v, q.z]);
+        if cell.is_none_or(|c| q[2] < c[2]) {
+            *cell = Some([u, v, q[2]]);
         }
     }
     let cells: Vec<[f64; 3]> = lowest.into_iter().flatten().collect();
@@ -509,7 +666,12 @@ mod tests {
             };
             3
         ];
-        let summary = set_on_ground(&mut consolidation, &frames, &points, &GroundContactConfig::default());
+        // Without the ground map, which would give the middle frame the others' ground.
+        let config = GroundContactConfig {
+            map_range_m: 0.0,
+            ..GroundContactConfig::default()
+        };
+        let summary = set_on_ground(&mut consolidation, &frames, &points, &config);
         assert_eq!((summary.boxes, summary.estimated, summary.moved), (3, 2, 3));
         assert!((summary.median_shift_m.unwrap() - 0.5).abs() < 0.01);
         for b in &consolidation.boxes {
@@ -519,6 +681,54 @@ mod tests {
             let again = b.box_in_sensor.transformed(&world);
             assert!((again.z - b.box_in_world.z).abs() < 1e-9);
         }
+    }
+
+    #[test]
+    fn a_box_far_from_its_sensor_takes_the_ground_another_frame_saw_near_its_own() {
+        // Frame 0's sensor stood 10 m from where the car is and saw the ground there (z = −1.8);
+        // frame 1's sensor is 60 m away and sees only the car, which it places 0.4 m too low.
+        let level = Isometry3::identity();
+        let cloud = |pts: &[[f64; 3]]| {
+            let col = |k: usize| pts.iter().map(|p| p[k] as f32).collect::<Vec<f32>>();
+            Arc::new(PointCloud::from_columns(col(0), col(1), col(2), vec![0.0; pts.len()]).unwrap())
+        };
+        let car = Box3::new(60.0, 0.0, -1.0, 4.5, 1.9, 1.6, 0.3);
+        let points = vec![
+            Some(cloud(&ground(10.0, 0.0, 6.0, |_, _| -1.8, 4.6, 2.0))),
+            Some(cloud(&object(&Box3 { yaw: 0.0, ..car }))),
+        ];
+        let worlds = [
+            Isometry3::identity(),
+            isometry_from_euler(Vector3::new(-50.0, 0.0, 0.0), 0.0, 0.0, 0.0),
+        ];
+        let frames: Vec<ContactFrame> = worlds
+            .iter()
+            .map(|w| ContactFrame {
+                normalized_from_sensor: Some(level),
+                world_from_sensor: *w,
+            })
+            .collect();
+        let low = Box3 { z: car.z - 0.4, ..car };
+        let mut consolidation = Consolidation {
+            boxes: vec![tracked(1, 7, low, &worlds[1])],
+            tracks: Vec::new(),
+        };
+        let config = GroundContactConfig::default();
+        let alone = GroundContactConfig {
+            map_range_m: 0.0,
+            ..config.clone()
+        };
+        let mut without_map = consolidation.clone();
+        assert_eq!(set_on_ground(&mut without_map, &frames, &points, &alone).moved, 0);
+        let summary = set_on_ground(&mut consolidation, &frames, &points, &config);
+        assert_eq!((summary.estimated, summary.moved), (1, 1));
+        let placed = consolidation.boxes[0];
+        assert!(
+            (placed.box_in_sensor.z - car.z).abs() < 0.01,
+            "{:?}",
+            placed.box_in_sensor
+        );
+        assert!((placed.box_in_world.z - car.z).abs() < 0.01 && (placed.box_in_world.x - 10.0).abs() < 1e-9);
     }
 
     #[test]
@@ -563,6 +773,12 @@ mod tests {
             bad.validate().unwrap_err(),
             ("ground_contact.ring_m", "-1 is outside 0.2 ..= 20".to_string())
         );
+        let too_fine = GroundContactConfig {
+            cell_m: 0.1,
+            map_range_m: 100.0,
+            ..GroundContactConfig::default()
+        };
+        assert_eq!(too_fine.validate().unwrap_err().0, "ground_contact.map_range_m");
         assert!(GroundContactConfig::default().validate().is_ok());
     }
 }
