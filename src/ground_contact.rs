@@ -280,11 +280,7 @@ impl GroundMap {
                 );
                 let mut lowest = vec![f64::INFINITY; (side * side) as usize];
                 for i in 0..cloud.len() {
-                    let p = Point3::new(
-                        f64::from(cloud.x()[i]),
-                        f64::from(cloud.y()[i]),
-                        f64::from(cloud.z()[i]),
-                    );
+                    let p = cloud.point(i);
                     let level = t * p;
                     let (dx, dy) = (level.x - sensor_in_level.x, level.y - sensor_in_level.y);
                     let d2 = dx * dx + dy * dy;
