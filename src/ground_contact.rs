@@ -126,7 +126,7 @@ pub struct ContactFrame {
 pub struct ContactSummary {
     /// Boxes considered (every class but `unknown`, in frames with a normalized frame).
     pub boxes: usize,
-    /// Boxes whose own surroundings gave a ground estimate.
+    /// Boxes whose surroundings gave a ground estimate (their frame's returns or the ground map).
     pub estimated: usize,
     /// Boxes moved: by their track's estimates, or by their class's.
     pub moved: usize,
@@ -147,11 +147,8 @@ pub fn set_on_ground(
     let in_scope = |b: &crate::track::TrackedBox| {
         b.class != ObjectClass::Unknown && frames.get(b.frame).is_some_and(|f| f.normalized_from_sensor.is_some())
     };
-    let map = (config.map_range_m > 0.0)
-        .then(|| GroundMap::build(frames, points, config))
-        .flatten();
-    // Each box's own estimate of its vertical shift in its normalized frame.
-    let own: Vec<Option<f64>> = consolidation
+    // Each box's own estimate of its vertical shift in its normalized frame, from its frame's ring.
+    let mut own: Vec<Option<f64>> = consolidation
         .boxes
         .par_iter()
         .map(|b| {
@@ -162,23 +159,39 @@ pub fn set_on_ground(
             let bn = b.box_in_sensor.transformed(&t);
             let reach = 0.5 * bn.l.hypot(bn.w) + config.gap_m + config.ring_m + 0.5 * bn.h + config.search_m;
             let sensor = [b.box_in_sensor.x, b.box_in_sensor.y];
-            let own = points
-                .points_near(b.frame, sensor, reach)
-                .and_then(|near| ground_under(&bn, &t, &near, config))
-                .map(|ground| ground + 0.5 * bn.h - bn.z);
-            own.or_else(|| map.as_ref()?.shift(&b.box_in_world, config))
+            let near = points.points_near(b.frame, sensor, reach)?;
+            Some(ground_under(&bn, &t, &near, config)? + 0.5 * bn.h - bn.z)
         })
         .collect();
+    // The boxes their frame gave none read the sequence's ground map, built only when needed.
+    let missing = consolidation
+        .boxes
+        .iter()
+        .zip(&own)
+        .any(|(b, s)| s.is_none() && in_scope(b));
+    if missing
+        && config.map_range_m > 0.0
+        && let Some(map) = GroundMap::build(frames, points, config)
+    {
+        own.par_iter_mut()
+            .zip(&consolidation.boxes)
+            .filter(|(s, b)| s.is_none() && in_scope(b))
+            .for_each(|(s, b)| *s = map.shift(&b.box_in_world, config));
+    }
     let statics: std::collections::HashSet<u32> = consolidation
         .tracks
         .iter()
         .filter(|t| t.motion == Some(MotionState::Static))
         .map(|t| t.track_id)
         .collect();
+    // Per track, and per class: a class's median shift over the sequence is the detectors' bias,
+    // for tracks never seen on their ground.
     let mut by_track: HashMap<u32, Vec<(usize, f64)>> = HashMap::new();
+    let mut by_class: HashMap<ObjectClass, Vec<f64>> = HashMap::new();
     for (b, s) in consolidation.boxes.iter().zip(&own) {
         if let Some(s) = s {
             by_track.entry(b.track_id).or_default().push((b.frame, *s));
+            by_class.entry(b.class).or_default().push(*s);
         }
     }
     let mut summary = ContactSummary {
@@ -186,14 +199,6 @@ pub fn set_on_ground(
         estimated: own.iter().flatten().count(),
         ..ContactSummary::default()
     };
-    // A class's median shift over the sequence: the detectors' bias, for tracks never seen on
-    // their ground (far objects, whose surroundings show no ground).
-    let mut by_class: HashMap<ObjectClass, Vec<f64>> = HashMap::new();
-    for (b, s) in consolidation.boxes.iter().zip(&own) {
-        if let Some(s) = s {
-            by_class.entry(b.class).or_default().push(*s);
-        }
-    }
     let class_shift: HashMap<ObjectClass, f64> = by_class
         .into_iter()
         .filter(|(_, v)| config.min_class_estimates > 0 && v.len() >= config.min_class_estimates)
