@@ -16,12 +16,13 @@
 
 use std::collections::HashMap;
 
-use nalgebra::{Isometry3, Matrix3, Point3, Vector3};
+use nalgebra::{Isometry3, Matrix3, Vector3};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::frame::{ObjectClass, Platform};
 use crate::geometry::Box3;
+use crate::geometry::pose::AffineRows;
 use crate::track::{Consolidation, MotionState, SweepPoints};
 
 /// How boxes are set on the ground (`[ground_contact]` of a pipeline config).
@@ -274,8 +275,10 @@ impl GroundMap {
                 let (Some(t), Some(cloud)) = (f.normalized_from_sensor, points.points_in_sensor(k)) else {
                     return Vec::new();
                 };
-                let sensor_in_level = t.translation.vector;
+                // The sensor's offset across the level plane is the rotation's alone.
+                let level = AffineRows::from_isometry(&t);
                 let map_from_sensor = map_from_world * f.world_from_sensor;
+                let map = AffineRows::from_isometry(&map_from_sensor);
                 // A dense grid of the cells within reach of the sensor (its cell ± `side / 2`).
                 let sensor = map_from_sensor.translation.vector;
                 let side = 2 * (config.map_range_m / cell_m).ceil() as i64 + 3;
@@ -284,23 +287,21 @@ impl GroundMap {
                     (sensor.y / cell_m).floor() as i64 - side / 2,
                 );
                 let mut lowest = vec![f64::INFINITY; (side * side) as usize];
-                for i in 0..cloud.len() {
-                    let p = cloud.point(i);
-                    let level = t * p;
-                    let (dx, dy) = (level.x - sensor_in_level.x, level.y - sensor_in_level.y);
+                for ((&x, &y), &z) in cloud.x().iter().zip(cloud.y()).zip(cloud.z()) {
+                    let p = [f64::from(x), f64::from(y), f64::from(z)];
+                    let (dx, dy) = (level.rotated(0, p), level.rotated(1, p));
                     let d2 = dx * dx + dy * dy;
                     if d2.is_nan() || d2 > reach2 {
                         continue;
                     }
-                    let m = map_from_sensor * p;
                     let (fx, fy) = (
-                        (m.x / cell_m).floor() - corner.0 as f64,
-                        (m.y / cell_m).floor() - corner.1 as f64,
+                        (map.coordinate(0, p) / cell_m).floor() - corner.0 as f64,
+                        (map.coordinate(1, p) / cell_m).floor() - corner.1 as f64,
                     );
                     let within = 0.0..side as f64;
                     if within.contains(&fx) && within.contains(&fy) {
                         let z = &mut lowest[(fy as i64 * side + fx as i64) as usize];
-                        *z = z.min(m.z);
+                        *z = z.min(map.coordinate(2, p));
                     }
                 }
                 lowest
@@ -392,10 +393,10 @@ const MIN_SPREAD_M: f64 = 0.4;
 /// the ring around its footprint, fitted to the cells of the lower envelope. `None` with fewer
 /// than `min_cells` cells on the ground.
 pub fn ground_under(bn: &Box3, t: &Isometry3<f64>, near: &[[f32; 3]], config: &GroundContactConfig) -> Option<f64> {
-    let level = near.iter().map(|p| {
-        let q = t * Point3::new(f64::from(p[0]), f64::from(p[1]), f64::from(p[2]));
-        [q.x, q.y, q.z]
-    });
+    let t = AffineRows::from_isometry(t);
+    let level = near
+        .iter()
+        .map(|p| t.apply([f64::from(p[0]), f64::from(p[1]), f64::from(p[2])]));
     ring_ground(bn, level, config)
 }
 
@@ -496,6 +497,7 @@ mod tests {
     use crate::cloud::PointCloud;
     use crate::geometry::pose::isometry_from_euler;
     use crate::track::{BoxOrigin, TrackSummary, TrackedBox};
+    use nalgebra::Point3;
 
     /// Ground returns on `height(x, y)` every 0.2 m within ±`extent` of `(cx, cy)`, in the
     /// normalized frame, skipping the footprint `l × w` (the object hides its ground).

@@ -13,6 +13,7 @@ use super::projection::{
 };
 use crate::cloud::PointCloud;
 use crate::frame::{CameraAxes, CameraCalibration, Distortion};
+use crate::geometry::pose::AffineRows;
 use crate::geometry::{Box3, box_corners};
 
 /// Cells per side of the grid laid over a box's 2D footprint to measure its occlusion.
@@ -50,16 +51,7 @@ impl CameraReturns {
         let tiles_y = ((h / TILE_PX).ceil() as usize).max(1);
         // One 3 × 4 matrix for every point (a quaternion rotation per point costs more), and the
         // depth row first: about half the sweep lies behind any one camera.
-        let camera_from_sensor = calibration.sensor_from_camera.inverse().to_homogeneous();
-        let row = |r: usize| {
-            [
-                camera_from_sensor[(r, 0)],
-                camera_from_sensor[(r, 1)],
-                camera_from_sensor[(r, 2)],
-                camera_from_sensor[(r, 3)],
-            ]
-        };
-        let rows = [row(0), row(1), row(2)];
+        let rows = AffineRows::from_isometry(&calibration.sensor_from_camera.inverse()).0;
         // The rows giving depth and the image's right and down axes, and the latter's signs.
         let (depth_row, u_row, v_row, sign) = match calibration.axes {
             CameraAxes::Waymo => (rows[0], rows[1], rows[2], -1.0),

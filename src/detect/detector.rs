@@ -696,7 +696,8 @@ impl Detector {
         shape[0] = batch;
         // Full runs are views of the sweep's own rows; only the last, short one is copied and padded.
         let mut padded = Vec::new();
-        let mut features = vec![0f32; rows * f];
+        // Filled run by run in order, so never zeroed first.
+        let mut features = Vec::with_capacity(rows * f);
         let mut start = 0;
         while start < rows {
             let n = batch.min(rows - start);
@@ -711,7 +712,7 @@ impl Detector {
             let view = self.tensor_view(encoder, &shape, input)?;
             encoder.run(name, vec![(encoder_input.into(), view)], &[encoder_output], |outputs| {
                 let out = self.encoder_output(encoder, encoder_output, outputs, batch)?;
-                features[start * f..(start + n) * f].copy_from_slice(&out[..n * f]);
+                features.extend_from_slice(&out[..n * f]);
                 Ok(())
             })?;
             start += n;
