@@ -160,7 +160,8 @@ enum Command {
         /// Simulator seed.
         #[arg(long, default_value_t = 5000)]
         seed: u64,
-        /// Work folder (the log goes to `OUT/logs/`, the shards to `OUT/shards/`); an existing log is reused.
+        /// Work folder (the log goes to `OUT/logs/`, the shards to `OUT/shards/`); an existing log is
+        /// reused, and an earlier bench's finished sequence folder is removed before the clock starts.
         #[arg(long, default_value = "bench-out")]
         out: PathBuf,
         /// The pipeline config (default: the repository's `pipelines/demo.toml`).

@@ -836,6 +836,23 @@ fn the_bench_gives_each_detector_the_points_the_pipeline_gave_it() {
     assert_eq!(report.detectors_only_boxes, report.pipeline_boxes);
     assert!(report.same_boxes, "{report}");
     assert!(report.onnx_cpu_s > 0.0 && report.onnx_bound_s() <= report.onnx_cpu_s);
+    let shown = report.to_string();
+    assert!(
+        shown.contains("pipeline / ONNX-bound limit") && shown.contains("pipeline / detectors only"),
+        "{shown}"
+    );
+    // A second bench into the same folder replaces the first one's finished sequence folder.
+    let sequence = report.run.sequences[0].dir.clone();
+    let first = std::fs::read(sequence.join("boxes.parquet")).unwrap();
+    let again = boxlayer::pipeline::bench(&boxlayer::pipeline::BenchOptions {
+        config: PipelineConfig::load(&repo("pipelines/demo.toml")).unwrap(),
+        log: log.path.clone(),
+        out: tmp.path().join("shards"),
+    })
+    .unwrap();
+    assert_eq!(again.run.sequences[0].dir, sequence);
+    assert!(sequence.join("_SUCCESS").is_file());
+    assert_eq!(std::fs::read(sequence.join("boxes.parquet")).unwrap(), first);
 }
 
 #[test]

@@ -101,6 +101,11 @@ impl std::fmt::Display for BenchReport {
             "pipeline / ONNX-bound limit {:>8.3}",
             self.pipeline_s / self.onnx_bound_s().max(1e-9)
         )?;
+        writeln!(
+            f,
+            "pipeline / detectors only   {:>8.3}    (what boxlayer adds to the detectors' own runs)",
+            self.pipeline_s / self.detectors_only_s.max(1e-9)
+        )?;
         if let Some(off) = self.without_camera_check_s {
             writeln!(
                 f,
@@ -123,7 +128,20 @@ pub fn bench(options: &BenchOptions) -> Result<BenchReport, PipelineError> {
     } else {
         config.runtime.threads
     };
+    let reader_options = config
+        .reader_options(&options.config.path)
+        .map_err(|e| PipelineError::Config(e.to_string()))?;
+    let source = crate::sources::open(&options.log, None, &reader_options)?;
     let run_with = |config: LoadedConfig, out: PathBuf| -> Result<(RunSummary, f64), PipelineError> {
+        // A finished folder of an earlier bench would be replaced, and removed, inside the run:
+        // it goes before the clock starts, so every bench times a run into an empty folder.
+        let dir = out.join(Platform::Vehicle.as_str()).join(&source.meta().name);
+        if matches!(super::resume::on_disk(&dir), super::resume::OnDisk::Finished(_)) {
+            std::fs::remove_dir_all(&dir).map_err(|source| PipelineError::Io {
+                path: dir.clone(),
+                source,
+            })?;
+        }
         let started = Instant::now();
         let summary = run(&RunOptions {
             input: Some(options.log.clone()),
@@ -146,10 +164,6 @@ pub fn bench(options: &BenchOptions) -> Result<BenchReport, PipelineError> {
     // The same sweeps through the detectors alone, each given the points the pipeline gave it:
     // in the sensor frame, or moved into the sweep's normalized frame, prepared before the clock
     // starts so that only the detectors run inside it.
-    let reader_options = config
-        .reader_options(&options.config.path)
-        .map_err(|e| PipelineError::Config(e.to_string()))?;
-    let source = crate::sources::open(&options.log, None, &reader_options)?;
     let profile = config
         .normalization_profile(&options.config.path, Platform::Vehicle, source.meta().source_kind)
         .map_err(|e| PipelineError::Config(e.to_string()))?;
