@@ -841,7 +841,8 @@ fn the_bench_gives_each_detector_the_points_the_pipeline_gave_it() {
         shown.contains("pipeline / ONNX-bound limit") && shown.contains("pipeline / detectors only"),
         "{shown}"
     );
-    // A second bench into the same folder replaces the first one's finished sequence folder.
+    // A second bench into the same folder (whose finished sequence folder it removes before its
+    // clock starts) writes that folder again, complete and with the same boxes.
     let sequence = report.run.sequences[0].dir.clone();
     let first = std::fs::read(sequence.join("boxes.parquet")).unwrap();
     let again = boxlayer::pipeline::bench(&boxlayer::pipeline::BenchOptions {
