@@ -8,11 +8,10 @@
 //! shows too little ground around it (far objects), the ring is read from the sequence's ground
 //! map instead: every frame's returns near its sensor, binned in a gravity-aligned copy of the
 //! world frame, so the ground a far object stands on is the ground seen when the sensor passed
-//! near it. The shift is smoothed along
-//! the box's track (a median over nearby frames; a static object's over its whole track); a box
-//! whose track never shows its ground moves by its class's median shift over the sequence (the
-//! detectors' bias), or keeps its height when the class has too few estimates. Method and
-//! figures: `docs/pipeline.md`, "Vertical placement".
+//! near it. The shift is smoothed along the box's track (a median over nearby frames; a static
+//! object's over its whole track); a box whose track never shows its ground moves by its class's
+//! median shift over the sequence (the detectors' bias), or keeps its height when the class has
+//! too few estimates. Method and figures: `docs/pipeline.md`, "Vertical placement".
 
 use std::collections::HashMap;
 

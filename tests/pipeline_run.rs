@@ -169,6 +169,24 @@ fn only_dir(summary: &RunSummary) -> PathBuf {
     summary.sequences[0].dir.clone()
 }
 
+/// Runs `config` on `input` with the detections of the JSON-lines file `detections` instead of
+/// its detectors; the one sequence folder written under `out`.
+fn run_given(
+    config: boxlayer::pipeline::LoadedConfig,
+    input: &Path,
+    platform: Platform,
+    out: &Path,
+    detections: &Path,
+) -> PathBuf {
+    let mut o = RunOptions {
+        input: Some(input.to_path_buf()),
+        platform: Some(platform),
+        ..RunOptions::new(config, out.to_path_buf())
+    };
+    o.detections = Some(detections.to_path_buf());
+    only_dir(&run(&o).unwrap())
+}
+
 #[test]
 fn the_full_pipeline_on_three_platforms_passes_the_independent_reader_and_reruns_byte_identically() {
     let tmp = tempfile::tempdir().unwrap();
@@ -600,13 +618,13 @@ fn the_review_queue_takes_the_boxes_with_a_flag_it_names_and_every_box_keeps_all
         if let Some(q) = queue {
             config.config.review.queue = q.iter().map(|f| f.to_string()).collect();
         }
-        let mut o = RunOptions {
-            input: Some(log.path.clone()),
-            platform: Some(Platform::Quadruped),
-            ..RunOptions::new(config, tmp.path().join(out))
-        };
-        o.detections = Some(detections.clone());
-        let dir = only_dir(&run(&o).unwrap());
+        let dir = run_given(
+            config,
+            &log.path,
+            Platform::Quadruped,
+            &tmp.path().join(out),
+            &detections,
+        );
         let boxes = read_box_rows(&dir.join("boxes.parquet")).unwrap();
         let review = read_box_rows(&dir.join("review.parquet")).unwrap();
         (boxes, review)
@@ -890,13 +908,7 @@ fn boxes_detected_too_low_are_set_on_the_ground_their_points_show() {
         // Six sweeps give few estimates: the class's median shift moves the tracks whose own
         // surroundings show too little ground (parked in a row) once ten boxes have one.
         config.config.ground_contact.min_class_estimates = 10;
-        let mut o = RunOptions {
-            input: Some(log.path.clone()),
-            platform: Some(Platform::Vehicle),
-            ..RunOptions::new(config, tmp.path().join(out))
-        };
-        o.detections = Some(detections.clone());
-        let dir = only_dir(&run(&o).unwrap());
+        let dir = run_given(config, &log.path, Platform::Vehicle, &tmp.path().join(out), &detections);
         let mut errors = Vec::new();
         for r in read_box_rows(&dir.join("boxes.parquet")).unwrap() {
             let b = r.box_sensor;

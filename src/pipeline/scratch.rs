@@ -138,13 +138,7 @@ impl ScratchPoints {
         let extent = self.extents.get(position)?;
         let mut out = Vec::new();
         self.read_runs(extent, extent.layout.disc_runs(centre, r), |bytes| {
-            out.extend(bytes.chunks_exact(POINT_BYTES as usize).map(|p| {
-                [
-                    f32::from_le_bytes([p[0], p[1], p[2], p[3]]),
-                    f32::from_le_bytes([p[4], p[5], p[6], p[7]]),
-                    f32::from_le_bytes([p[8], p[9], p[10], p[11]]),
-                ]
-            }));
+            out.extend(bytes.chunks_exact(POINT_BYTES as usize).map(point));
         })?;
         Some(out)
     }
@@ -183,12 +177,18 @@ impl ScratchPoints {
 fn columns(bytes: &[u8]) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
     let n = bytes.len() / POINT_BYTES as usize;
     let (mut x, mut y, mut z) = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
-    for p in bytes.chunks_exact(POINT_BYTES as usize) {
-        x.push(f32::from_le_bytes([p[0], p[1], p[2], p[3]]));
-        y.push(f32::from_le_bytes([p[4], p[5], p[6], p[7]]));
-        z.push(f32::from_le_bytes([p[8], p[9], p[10], p[11]]));
+    for [px, py, pz] in bytes.chunks_exact(POINT_BYTES as usize).map(point) {
+        x.push(px);
+        y.push(py);
+        z.push(pz);
     }
     (x, y, z)
+}
+
+/// One interleaved little-endian float32 point (`POINT_BYTES` bytes).
+fn point(p: &[u8]) -> [f32; 3] {
+    let f = |k: usize| f32::from_le_bytes([p[k], p[k + 1], p[k + 2], p[k + 3]]);
+    [f(0), f(4), f(8)]
 }
 
 impl SweepPoints for ScratchPoints {
